@@ -1,0 +1,59 @@
+"""A SparkSession wired with our Maven Central jars (Kafka source, Avro, Delta, JDBC) as local files.
+
+`spark.jars.packages` would go through Ivy to the network at every start and ignores Maven settings, so the jars
+fetched by deploy/spark/pom.xml are handed to Spark as local paths instead.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cdcbridge.localstack.artifacts import ensure_component
+from cdcbridge.localstack.java import find_java
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def spark_jars(jars_dir: Path | None = None) -> list[str]:
+    """Absolute paths of the connector jars; fetched through Maven on first use."""
+    folder = jars_dir or Path(os.environ.get("CDCBRIDGE_SPARK_JARS") or ensure_component("spark"))
+    return sorted(str(p) for p in folder.glob("*.jar"))
+
+
+def build_spark_session(
+    app_name: str = "cdcbridge",
+    *,
+    master: str = "local[2]",
+    jars_dir: Path | None = None,
+    delta: bool = True,
+    extra_conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """Create (or return the running) SparkSession bound to loopback with the connector jars loaded."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if "JAVA_HOME" not in os.environ or not (Path(os.environ["JAVA_HOME"]) / "bin" / "java").exists():
+        os.environ["JAVA_HOME"] = str(find_java(17, 21, purpose="Spark 4.0").home)
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(master)
+        .config("spark.jars", ",".join(spark_jars(jars_dir)))
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    if delta:
+        builder = builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension").config(
+            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        )
+    for key, value in (extra_conf or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session

@@ -1,0 +1,114 @@
+"""The `cdcbridge` command line. Every command exits 0 on success and non-zero with a one-line reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from cdcbridge.localstack.paths import default_state_dir
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.option("--debug", is_flag=True, envvar="CDCBRIDGE_DEBUG", help="Show tracebacks instead of one-line errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """cdcbridge: Tablestore change streams to Kafka (Avro), applied downstream by Spark."""
+    ctx.obj = {"debug": debug}
+
+
+# ---------------------------------------------------------------------------------------------------------- stack
+@cli.group()
+def stack() -> None:
+    """Run the local stack (Kafka, Apicurio Registry, Tablestore emulator) as background processes."""
+
+
+_state_dir_option = click.option(
+    "--state-dir", type=click.Path(path_type=Path), default=default_state_dir, show_default=".state/stack",
+    help="Folder for pid files, logs and service data.",
+)  # fmt: skip
+
+
+@stack.command("up")
+@_state_dir_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address every service binds to.")
+@click.option("--kafka-port", type=int, default=9092, show_default=True, help="0 picks a free port.")
+@click.option("--kafka-controller-port", type=int, default=9093, show_default=True)
+@click.option("--registry-port", type=int, default=8081, show_default=True)
+@click.option("--emulator-port", type=int, default=8900, show_default=True)
+@click.option("--no-emulator", is_flag=True, help="Only Kafka and the registry (e.g. for a real Tablestore).")
+def stack_up(state_dir: Path, host: str, kafka_port: int, kafka_controller_port: int, registry_port: int,
+             emulator_port: int, no_emulator: bool) -> None:  # fmt: skip
+    """Fetch what is missing (Maven), start the services, wait until each answers, print the endpoints."""
+    from cdcbridge.localstack.stack import SERVICES, LocalStack, StackPorts
+
+    services = tuple(s for s in SERVICES if not (no_emulator and s == "emulator"))
+    ports = StackPorts(kafka_port, kafka_controller_port, registry_port, emulator_port)
+    endpoints = LocalStack(state_dir, host).up(ports, services)
+    click.echo(f"kafka      {endpoints.kafka_bootstrap}")
+    click.echo(f"registry   {endpoints.registry_url}")
+    if endpoints.emulator_url:
+        click.echo(f"emulator   {endpoints.emulator_url}")
+    click.echo(f"state      {state_dir}")
+
+
+@stack.command("down")
+@_state_dir_option
+def stack_down(state_dir: Path) -> None:
+    """Stop the processes `stack up` started (and nothing else)."""
+    from cdcbridge.localstack.stack import LocalStack
+
+    stopped = LocalStack(state_dir).down()
+    click.echo("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+
+
+@stack.command("status")
+@_state_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def stack_status(state_dir: Path, as_json: bool) -> None:
+    """Tell which services run, with pid, endpoint and log file."""
+    from cdcbridge.localstack.stack import LocalStack
+
+    status = LocalStack(state_dir).status()
+    if as_json:
+        click.echo(json.dumps(status, indent=2))
+        return
+    if not status:
+        click.echo(f"no services recorded in {state_dir}")
+    for name, info in status.items():
+        state = "running" if info["running"] else "NOT running"
+        click.echo(f"{name:<10} {state:<12} pid {info['pid']:<8} {info['endpoint']}  log {info['log']}")
+
+
+@stack.command("fetch")
+def stack_fetch() -> None:
+    """Fetch the JVM artifacts (Kafka, Apicurio, Spark connectors) from Maven Central into the cache."""
+    from cdcbridge.localstack.artifacts import ensure_all
+
+    for component, path in ensure_all().items():
+        click.echo(f"{component:<10} {path}")
+
+
+def main() -> None:
+    """Entry point: click parses; our own errors become one line on stderr and exit code 1."""
+    debug = "--debug" in sys.argv[1:] or os.environ.get("CDCBRIDGE_DEBUG")
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except click.exceptions.Exit as exit_:
+        sys.exit(exit_.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as error:
+        if debug:
+            raise
+        click.echo(f"error: {error}", err=True)
+        sys.exit(1)

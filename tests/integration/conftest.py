@@ -1,0 +1,41 @@
+"""Session fixtures: the real services, started once per test run on free ports and stopped at the end."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cdcbridge.localstack.stack import LocalStack, StackEndpoints, StackPorts
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/integration" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackEndpoints]:
+    """Kafka + Apicurio as real processes (the emulator runs in-process where a test needs it)."""
+    state_dir = tmp_path_factory.mktemp("stack")
+    local = LocalStack(state_dir)
+    try:
+        yield local.up(StackPorts(0, 0, 0, 0), services=("kafka", "registry"))
+    finally:
+        local.down()
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory):
+    from cdcbridge.apply.spark_session import build_spark_session
+
+    warehouse: Path = tmp_path_factory.mktemp("spark-warehouse")
+    os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+    session = build_spark_session("cdcbridge-tests", extra_conf={"spark.sql.warehouse.dir": str(warehouse)})
+    try:
+        yield session
+    finally:
+        session.stop()
