@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import click
@@ -92,9 +93,27 @@ def stack_fetch() -> None:
         click.echo(f"{component:<10} {path}")
 
 
+@cli.command("demo")
+@click.option("--keys", default=200, show_default=True, help="Distinct rows the demo touches.")
+@click.option("--changes", default=5000, show_default=True, help="Changes generated.")
+@click.option("--keep-stack", is_flag=True, help="Leave the services running afterwards.")
+def demo(keys: int, changes: int, keep_stack: bool) -> None:
+    """Run the whole flow on the embedded default and check the target against the expected state."""
+    from cdcbridge.demo import run_demo
+
+    summary = run_demo(keys=keys, changes=changes, keep_stack=keep_stack)
+    click.echo("")
+    for line in summary.lines():
+        click.echo(line)
+    if not summary.check_passed:
+        raise click.ClickException("the target does not equal the expected state (see the mismatches above)")
+
+
 def main() -> None:
     """Entry point: click parses; our own errors become one line on stderr and exit code 1."""
     debug = "--debug" in sys.argv[1:] or os.environ.get("CDCBRIDGE_DEBUG")
+    # confluent-kafka's registry client imports authlib's httpx integration, which warns on every start.
+    warnings.filterwarnings("ignore", message="The httpx module is deprecated")
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:

@@ -1,0 +1,65 @@
+# The two commands a new user needs: `make demo` and `make test`. Both set everything up first:
+# Debian packages (when missing), the virtualenv, and the JVM artifacts from Maven Central (cached in .cache/).
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: setup system-deps venv jvm demo test unit integration lint format bench stack-up stack-down clean
+
+setup: system-deps venv jvm
+
+# Java 17+ (Kafka, Spark), Maven (fetches the JVM artifacts), curl; installed only when missing.
+system-deps:
+	@missing=""; \
+	command -v java >/dev/null || missing="$$missing openjdk-17-jdk-headless"; \
+	command -v mvn >/dev/null || missing="$$missing maven"; \
+	command -v $(PYTHON) >/dev/null || command -v python3 >/dev/null || missing="$$missing python3 python3-venv"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@py=$$(command -v $(PYTHON) || command -v python3); \
+	[ -x $(BIN)/python ] || $$py -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip setuptools wheel
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+jvm: venv
+	$(BIN)/cdcbridge stack fetch
+
+demo: setup
+	$(BIN)/cdcbridge demo
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/pytest -p no:cacheprovider -q -ra tests
+
+unit: venv
+	$(BIN)/pytest -q tests/unit
+
+integration: setup
+	$(BIN)/pytest -q -ra tests/integration
+
+lint:
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format:
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+stack-up: setup
+	$(BIN)/cdcbridge stack up
+
+stack-down:
+	$(BIN)/cdcbridge stack down
+
+clean:
+	rm -rf $(VENV) .cache .state .pytest_cache .ruff_cache .hypothesis
