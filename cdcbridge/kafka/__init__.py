@@ -1,1 +1,1 @@
-"""cdcbridge.kafka."""
+"""Kafka side of the bridge: topics with fixed partition counts, schema registration, the acknowledging sink."""

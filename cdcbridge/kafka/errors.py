@@ -1,0 +1,29 @@
+"""Errors of the Kafka side; each message names the topic/subject and what to do."""
+
+
+class KafkaSideError(Exception):
+    """Base of every Kafka, topic and schema-registry error the bridge raises."""
+
+
+class TopicPartitionMismatchError(KafkaSideError):
+    """A topic's partition count differs from the one the bridge created and recorded: per-row order would break."""
+
+
+class BrokerUnreachableError(KafkaSideError):
+    """No broker answered within the timeout."""
+
+
+class RegistryUnreachableError(KafkaSideError):
+    """The schema registry did not answer."""
+
+
+class SchemaIncompatibleError(KafkaSideError):
+    """The registry refused our schema under the subject's compatibility rule."""
+
+
+class MessageTooLargeError(KafkaSideError):
+    """A message is larger than the topic or broker accepts."""
+
+
+class ProduceFatalError(KafkaSideError):
+    """Kafka reported a delivery failure that retrying inside the producer cannot fix."""

@@ -1,0 +1,68 @@
+"""Register the value schemas in the registry (subject `<topic>-value`, FULL_TRANSITIVE) and serialize with
+confluent-kafka's AvroSerializer, so the Confluent wire format and id caching are the library's, not ours."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from cdcbridge.kafka.errors import RegistryUnreachableError, SchemaIncompatibleError
+
+COMPATIBILITY = "FULL_TRANSITIVE"
+
+
+def subject_for(topic: str) -> str:
+    return f"{topic}-value"
+
+
+class TopicValueSerializers:
+    """One AvroSerializer per topic, each bound to the schema registered for that topic at start-up."""
+
+    def __init__(self, registry: SchemaRegistryClient, schema_by_topic: Mapping[str, str]) -> None:
+        self._registry = registry
+        self._schema_by_topic = dict(schema_by_topic)
+        self._serializers: dict[str, AvroSerializer] = {}
+        self._contexts: dict[str, SerializationContext] = {}
+        self.schema_ids: dict[str, int] = {}
+
+    def register_all(self) -> dict[str, int]:
+        """Set FULL_TRANSITIVE on each subject and register our schema; refuse clearly if incompatible."""
+        for topic, schema_str in self._schema_by_topic.items():
+            subject = subject_for(topic)
+            try:
+                self._registry.set_compatibility(subject_name=subject, level=COMPATIBILITY)
+                schema_id = self._registry.register_schema(subject, Schema(schema_str, "AVRO"))
+            except SchemaRegistryError as error:
+                if error.http_status_code == 409:
+                    raise SchemaIncompatibleError(
+                        f"the registry refused the schema for subject {subject} as incompatible under "
+                        f"{COMPATIBILITY} ({error.error_message}); evolve schemas only by adding fields with "
+                        "defaults, or write to a new topic"
+                    ) from error
+                raise RegistryUnreachableError(
+                    f"schema registry error for subject {subject}: HTTP {error.http_status_code} {error.error_message}"
+                ) from error
+            except Exception as error:  # connection refused, DNS, timeouts: httpx raises its own types
+                raise RegistryUnreachableError(
+                    f"the schema registry did not answer while registering {subject} ({type(error).__name__}: "
+                    f"{error}); check kafka.schema_registry_url and that the registry runs"
+                ) from error
+            self.schema_ids[topic] = schema_id
+            self._serializers[topic] = AvroSerializer(
+                self._registry,
+                schema_str,
+                conf={"auto.register.schemas": True},  # cached after the call above
+            )
+            self._contexts[topic] = SerializationContext(topic, MessageField.VALUE)
+        return dict(self.schema_ids)
+
+    def serialize(self, topic: str, value: Mapping[str, Any] | None) -> bytes | None:
+        """Confluent-framed Avro bytes; None stays None (a Kafka tombstone)."""
+        if value is None:
+            return None
+        return self._serializers[topic](value, self._contexts[topic])

@@ -1,0 +1,86 @@
+"""Create the bridge's topics with a fixed partition count and refuse to run when a count changed.
+
+Records of one row go to one partition only while the partition count stays fixed (the key hash is taken modulo
+the count), so a changed count would silently reorder a row's changes. The count is recorded when the bridge creates
+a topic; any later difference stops the bridge with an explanation instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cdcbridge.kafka.errors import BrokerUnreachableError, TopicPartitionMismatchError
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    cleanup_policy: str = "delete"  # "compact" for RECORD_IMAGE topics: the last image per key is the row
+    replication_factor: int = 1
+    config: Mapping[str, str] = field(default_factory=dict)
+
+    def topic_config(self) -> dict[str, str]:
+        return {"cleanup.policy": self.cleanup_policy, **dict(self.config)}
+
+
+class TopicAdmin:
+    """Thin policy layer over confluent-kafka's AdminClient."""
+
+    def __init__(self, client_config: Mapping[str, str], timeout: float = 30.0) -> None:
+        self._admin = AdminClient(dict(client_config))
+        self._timeout = timeout
+        self._bootstrap = client_config.get("bootstrap.servers", "?")
+
+    def partition_counts(self, names: Iterable[str]) -> dict[str, int]:
+        """Partition count of each existing topic among `names`."""
+        try:
+            metadata = self._admin.list_topics(timeout=self._timeout)
+        except KafkaException as error:
+            raise BrokerUnreachableError(
+                f"no Kafka broker answered at {self._bootstrap} within {self._timeout:.0f}s ({error.args[0]}); "
+                "check kafka.bootstrap_servers and that the brokers run"
+            ) from error
+        present = [name for name in dict.fromkeys(names) if name in metadata.topics]
+        if not present:
+            return {}
+        # list_topics may answer from a cached view; DescribeTopics asks the controller for the current count.
+        futures = self._admin.describe_topics(TopicCollection(present), request_timeout=self._timeout)
+        return {name: len(future.result(timeout=self._timeout).partitions) for name, future in futures.items()}
+
+    def ensure(self, specs: Iterable[TopicSpec], recorded: Mapping[str, int]) -> dict[str, int]:
+        """Create missing topics; check existing ones against the recorded (else configured) count.
+
+        Returns the partition count of every topic, to be recorded by the caller.
+        """
+        specs = list(specs)
+        existing = self.partition_counts(spec.name for spec in specs)
+        for spec in specs:
+            if spec.name in existing:
+                expected = recorded.get(spec.name, spec.partitions)
+                actual = existing[spec.name]
+                if actual != expected:
+                    origin = "recorded when the bridge created it" if spec.name in recorded else "configured"
+                    raise TopicPartitionMismatchError(
+                        f"topic {spec.name} has {actual} partitions but {expected} were {origin}; changing the count "
+                        "moves keys to other partitions and breaks per-row order. Restore the topic with "
+                        f"{expected} partitions, or configure a new topic name (and re-snapshot) to use {actual}"
+                    )
+        missing = [spec for spec in specs if spec.name not in existing]
+        if missing:
+            futures = self._admin.create_topics(
+                [NewTopic(s.name, s.partitions, s.replication_factor, config=s.topic_config()) for s in missing],
+                operation_timeout=self._timeout,
+            )
+            for future in futures.values():
+                try:
+                    future.result(timeout=self._timeout)
+                except KafkaException as error:
+                    if error.args[0].name() != "TOPIC_ALREADY_EXISTS":  # a peer created it at the same moment
+                        raise
+            existing.update(self.partition_counts(s.name for s in missing))
+        return {spec.name: existing[spec.name] for spec in specs}
