@@ -93,6 +93,108 @@ def stack_fetch() -> None:
         click.echo(f"{component:<10} {path}")
 
 
+# ---------------------------------------------------------------------------------------------------------- emulator
+@cli.command("emulator")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback unless told otherwise)."
+)
+@click.option("--port", type=int, default=8900, show_default=True)
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Keep tables, rows and streams here across restarts (default: in memory).",
+)
+@click.option("--access-key-id", default="emulator-id", show_default=True, envvar="EMULATOR_ACCESS_KEY_ID")
+@click.option(
+    "--access-key-secret",
+    default="emulator-secret",
+    show_default=False,
+    envvar="EMULATOR_ACCESS_KEY_SECRET",
+    help="Secret that request signatures are checked with  [default: emulator-secret]",
+)
+@click.option(
+    "--increments-as-deltas",
+    is_flag=True,
+    help="Record increments in stream records as INCREMENT cells carrying the delta (default: PUT of the "
+    "resulting value, as the real service most likely does).",
+)
+def emulator(host: str, port: int, data_dir: Path | None, access_key_id: str, access_key_secret: str,
+             increments_as_deltas: bool) -> None:  # fmt: skip
+    """Run the Tablestore-protocol emulator (the official SDK talks to it unchanged).
+
+    \b
+    Verifies V2 and V4 request signatures (bad ones get 403 OTSAuthFailed) and signs responses; any instance
+    name is accepted. Tables, rows with versions, conditional writes, batch and range reads, and streams
+    (ListStream, DescribeStream, GetShardIterator, GetStreamRecord) behave as the service does.
+    Admin endpoints (JSON, same port):
+      GET  /_emulator/health
+      POST /_emulator/split   {"table", "shard_id"}                    -> {"children": [...]}
+      POST /_emulator/merge   {"table", "shard_id", "sibling_shard_id"} -> {"child": ...}
+      POST /_emulator/trim    {"table", "before_ms"}
+      POST /_emulator/faults  inject latency, errors, throttling, dropped responses
+    """
+    from cdcbridge.emulator.server import serve_forever_cli
+
+    serve_forever_cli(host, port, data_dir, access_key_id, access_key_secret, increments_as_deltas)
+
+
+# ---------------------------------------------------------------------------------------------------------- bench
+@cli.group()
+@click.option(
+    "--results",
+    type=click.Path(path_type=Path),
+    default=Path("bench-results/results.json"),
+    show_default=True,
+    help="JSON file the figures are written to.",
+)
+@click.pass_context
+def bench(ctx: click.Context, results: Path) -> None:
+    """Measure speed and memory; figures go to a JSON file that BENCHMARKS.md is generated from."""
+    ctx.obj["results"] = results
+
+
+def _report(ctx: click.Context, name: str, figures: dict) -> None:
+    from cdcbridge.bench.results import record_result
+
+    record_result(name, figures, ctx.obj["results"])
+    for key, value in figures.items():
+        click.echo(f"{key:<28} {value}")
+
+
+@bench.command("decode")
+@click.option("--records", default=200_000, show_default=True)
+@click.option("--implementation", type=click.Choice(["auto", "c", "python"]), default="auto", show_default=True)
+@click.pass_context
+def bench_decode(ctx: click.Context, records: int, implementation: str) -> None:
+    """Stream-record decoding (PlainBuffer → ChangeRecord) of realistic 10-column rows, CRC off and on."""
+    from cdcbridge.bench.decode import run_decode_bench
+
+    off = run_decode_bench(records=records, check_crc=False, implementation=implementation)
+    on = run_decode_bench(records=records, check_crc=True, implementation=implementation)
+    _report(
+        ctx,
+        "decode",
+        {
+            "records": records,
+            "rows_per_s_crc_off": round(off["rows_per_s"]),
+            "rows_per_s_crc_on": round(on["rows_per_s"]),
+            "implementation": off["implementation"],
+        },
+    )
+
+
+@bench.command("report")
+@click.option("--output", type=click.Path(path_type=Path), default=Path("BENCHMARKS.md"), show_default=True)
+@click.pass_context
+def bench_report(ctx: click.Context, output: Path) -> None:
+    """Regenerate BENCHMARKS.md from the results file."""
+    from cdcbridge.bench.results import render_markdown
+
+    output.write_text(render_markdown(ctx.obj["results"]) + "\n")
+    click.echo(f"wrote {output}")
+
+
 @cli.command("demo")
 @click.option("--keys", default=200, show_default=True, help="Distinct rows the demo touches.")
 @click.option("--changes", default=5000, show_default=True, help="Changes generated.")
