@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -91,6 +93,69 @@ def stack_fetch() -> None:
 
     for component, path in ensure_all().items():
         click.echo(f"{component:<10} {path}")
+
+
+# ---------------------------------------------------------------------------------------------------------- run
+_config_option = click.option(
+    "--config", "config_path", type=click.Path(path_type=Path), envvar="CDCBRIDGE_CONFIG", required=True,
+    help="YAML configuration file (or CDCBRIDGE_CONFIG).",
+)  # fmt: skip
+
+
+def _stop_on_sigterm() -> threading.Event:
+    """SIGTERM and SIGINT set the returned event: the worker drains, checkpoints and releases its leases."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+@cli.command("run")
+@_config_option
+@click.option("--worker-id", default=None, help="Unique per running process (default: host-pid).")
+def run(config_path: Path, worker_id: str | None) -> None:
+    """Run one bridge worker: read the configured tables' streams and produce their changes to Kafka."""
+    from cdcbridge.bridge.app import run_bridge
+    from cdcbridge.config import load_config
+
+    config = load_config(config_path)
+    _configure_logging(config)
+    run_bridge(config, worker_id, _stop_on_sigterm())
+
+
+def _configure_logging(config: object) -> None:
+    """Logging per the config, and every secret of the config registered with the redaction filter."""
+    from cdcbridge.observability.logs import configure_logging, register_connection_secret
+
+    observability = config.observability  # type: ignore[attr-defined]
+    configure_logging(level=observability.log_level, fmt=observability.log_format)
+    for secret in _secrets_of(config):
+        # Connection-style secrets (a DSN, user:password) also have their password part registered alone.
+        register_connection_secret(secret)
+
+
+def _secrets_of(config: object) -> list[str]:
+    """Every SecretStr value in the configuration."""
+    from pydantic import BaseModel, SecretStr
+
+    found: list[str] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, SecretStr):
+            found.append(node.get_secret_value())
+        elif isinstance(node, BaseModel):
+            for name in type(node).model_fields:
+                walk(getattr(node, name))
+        elif isinstance(node, list | tuple):
+            for item in node:
+                walk(item)
+
+    walk(config)
+    return [s for s in found if s]
 
 
 # ---------------------------------------------------------------------------------------------------------- emulator
@@ -216,6 +281,10 @@ def main() -> None:
     debug = "--debug" in sys.argv[1:] or os.environ.get("CDCBRIDGE_DEBUG")
     # confluent-kafka's registry client imports authlib's httpx integration, which warns on every start.
     warnings.filterwarnings("ignore", message="The httpx module is deprecated")
+    from cdcbridge.observability.logs import quiet_noisy_loggers
+    from cdcbridge.observability.redaction import redact
+
+    quiet_noisy_loggers()  # before the tablestore SDK is imported: it warns about its native codec at import
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
@@ -231,5 +300,5 @@ def main() -> None:
     except Exception as error:
         if debug:
             raise
-        click.echo(f"error: {error}", err=True)
+        click.echo(f"error: {redact(str(error))}", err=True)
         sys.exit(1)

@@ -84,7 +84,10 @@ class KafkaSink:
         while not self._stop.is_set():
             self._producer.poll(0.1)
 
-    def produce(self, topic: str, key: bytes, value: bytes | None, on_ack: AckCallback) -> None:
+    def produce(
+        self, topic: str, key: bytes, value: bytes | None, on_ack: AckCallback,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:  # fmt: skip
         """Queue one message; blocks (serving delivery reports) while the local queue is full."""
 
         def report(error: KafkaError | None, message: Message) -> None:
@@ -93,7 +96,7 @@ class KafkaSink:
 
         while True:
             try:
-                self._producer.produce(topic, value=value, key=key, on_delivery=report)
+                self._producer.produce(topic, value=value, key=key, on_delivery=report, headers=headers)
                 return
             except BufferError:
                 self._producer.poll(0.05)

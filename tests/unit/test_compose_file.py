@@ -54,3 +54,15 @@ def test_the_kafka_listener_the_containers_use_is_advertised() -> None:
     env = _compose()["services"]["kafka"]["environment"]
     assert "PLAINTEXT://kafka:19092" in env["KAFKA_ADVERTISED_LISTENERS"]
     assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"] == "1@kafka:29093"
+
+
+def test_the_compose_configuration_is_valid_with_the_compose_environment() -> None:
+    from cdcbridge.config import load_config
+
+    services = _compose()["services"]
+    environ = {k: v.split(":-", 1)[1].rstrip("}") if v.startswith("${") else v
+               for k, v in services["bridge-1"]["environment"].items()}  # fmt: skip
+    config = load_config(ROOT / "deploy" / "compose" / "cdcbridge.yaml", environ=environ)
+    assert config.source.endpoint == "http://emulator:8900"
+    assert config.kafka.bootstrap_servers == "kafka:19092"
+    assert config.source.access_key_secret.get_secret_value() == "emulator-secret"

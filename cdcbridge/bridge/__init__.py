@@ -1,0 +1,1 @@
+"""The bridge: a record processor wiring coordination, formats and the Kafka sink."""

@@ -1,0 +1,190 @@
+"""`cdcbridge run`: one bridge worker process, wiring the pieces together.
+
+Start-up, in order: the Tablestore client and status table; every configured table's stream (a clear error if a
+table is missing or has no stream); the Kafka topics (created with the configured partitions, checked against the
+recorded counts); the value schemas in the registry; then one coordination Worker per table, all sharing one Kafka
+producer. Broker or registry outages at start are retried with backoff and logged; nothing is checkpointed before
+everything is up. SIGTERM drains, checkpoints and releases the leases so peers take over at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TypeVar
+
+from confluent_kafka.schema_registry import SchemaRegistryClient
+
+from cdcbridge.bridge.processor import BridgeContext, BridgeProcessor
+from cdcbridge.bridge.row_lookup import SourceRowReader
+from cdcbridge.bridge.topic_record import TopicPartitionRecord
+from cdcbridge.config import BridgeConfig, ConfigError, TableConfig
+from cdcbridge.coordination.leases.tablestore_store import TablestoreLeaseStore
+from cdcbridge.coordination.stream.tablestore_access import TablestoreStreamAccess
+from cdcbridge.coordination.worker import Worker
+from cdcbridge.formats.schemas import schema_text
+from cdcbridge.formats.table_format import MessageFormat
+from cdcbridge.kafka.errors import BrokerUnreachableError, RegistryUnreachableError
+from cdcbridge.kafka.schemas import TopicValueSerializers
+from cdcbridge.kafka.sink import KafkaSink
+from cdcbridge.kafka.topics import TopicAdmin, TopicSpec
+from cdcbridge.tablestore.client import StreamClient
+from cdcbridge.tablestore.connection import build_ots_client
+from cdcbridge.tablestore.errors import TableNotFoundError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: RECORD_IMAGE topics are compacted (the last image per key is the row); MUTATE_LOG topics keep every operation.
+CLEANUP_POLICY = {MessageFormat.RECORD_IMAGE: "compact", MessageFormat.MUTATE_LOG: "delete"}
+
+
+class BridgeStartError(Exception):
+    """The bridge cannot start; the message names the table/topic/setting and the fix."""
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def retry_until_up(what: str, call: Callable[[], T], stop: threading.Event, *, max_delay: float = 30.0) -> T:
+    """Call `call` until it stops raising an *unreachable* error, backing off; other errors propagate."""
+    delay = 1.0
+    while True:
+        try:
+            return call()
+        except (BrokerUnreachableError, RegistryUnreachableError) as error:
+            log.warning("%s: %s; retrying in %.0fs", what, error, delay)
+            if stop.wait(delay):
+                raise BridgeStartError(f"stopped while waiting for {what}") from error
+            delay = min(delay * 2, max_delay)
+
+
+@dataclass
+class TableRuntime:
+    table: TableConfig
+    stream_id: str
+    topics: dict[MessageFormat, str]
+    worker: Worker | None = None
+
+
+@dataclass
+class BridgeRuntime:
+    """The running pieces, kept so tests and `status` can look at them."""
+
+    config: BridgeConfig
+    worker_id: str
+    tables: list[TableRuntime] = field(default_factory=list)
+    sink: KafkaSink | None = None
+
+
+def _table_stream_id(streams: StreamClient, table: TableConfig, instance: str) -> str:
+    try:
+        details = streams.describe_table_stream(table.name)
+    except TableNotFoundError as error:
+        raise BridgeStartError(
+            f"table {table.name} does not exist in Tablestore instance {instance}; create it or remove it from "
+            "source.tables"
+        ) from error
+    if not details.enabled or not details.stream_id:
+        raise BridgeStartError(
+            f"table {table.name} has no stream enabled; enable it (UpdateTable with a stream specification, or "
+            "StreamClient.enable_stream) and start the bridge again"
+        )
+    return details.stream_id
+
+
+def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) -> BridgeRuntime:
+    """Prepare every table and start its coordination worker; returns once all workers run."""
+    source = config.source
+    ots = build_ots_client(
+        source.endpoint, source.instance, source.access_key_id.get_secret_value(),
+        source.access_key_secret.get_secret_value(), region=source.region,
+        sts_token=source.sts_token.get_secret_value() if source.sts_token else None,
+    )  # fmt: skip
+    streams = StreamClient(ots, check_crc=source.check_crc)
+    runtime = BridgeRuntime(config, worker_id)
+    store = TablestoreLeaseStore(ots, config.coordination.status_table)
+    store.ensure_table()
+
+    prefix = config.kafka.topic_prefix
+    for table in source.tables:
+        stream_id = _table_stream_id(streams, table, source.instance)
+        runtime.tables.append(TableRuntime(table, stream_id, table.topics(prefix=prefix, table=table.name)))
+
+    admin = TopicAdmin(config.kafka.client_config())
+    schema_by_topic: dict[str, str] = {}
+    for rt in runtime.tables:
+        record = TopicPartitionRecord(ots, config.coordination.status_table, rt.stream_id)
+        specs = [
+            TopicSpec(topic, rt.table.partitions, CLEANUP_POLICY[fmt], config.kafka.replication_factor)
+            for fmt, topic in rt.topics.items()
+        ]
+        recorded = record.read(spec.name for spec in specs)
+        counts = retry_until_up(
+            f"creating topics of table {rt.table.name}", partial(admin.ensure, specs, recorded), stop
+        )
+        record.record(counts, recorded)
+        schema_by_topic.update({topic: schema_text(fmt) for fmt, topic in rt.topics.items()})
+
+    registry = SchemaRegistryClient(config.kafka.schema_registry.client_config())
+    serializers = TopicValueSerializers(registry, schema_by_topic)
+    retry_until_up("registering value schemas", serializers.register_all, stop)
+
+    sink = KafkaSink({**config.kafka.client_config(), "client.id": f"cdcbridge-{worker_id}", **config.kafka.producer})
+    runtime.sink = sink
+    rows = SourceRowReader(ots)
+    for rt in runtime.tables:
+        context = BridgeContext(
+            table_format=rt.table, table=rt.table.name, instance=source.instance, topic_prefix=prefix,
+            serialize=serializers.serialize, sink=sink, read_rows=rows.read_rows,
+        )  # fmt: skip
+        rt.worker = Worker(
+            worker_id=worker_id, stream_id=rt.stream_id, store=store,
+            stream=TablestoreStreamAccess(streams, rt.table.name),
+            processor_factory=lambda context=context: BridgeProcessor(context), settings=config.coordination,
+        )  # fmt: skip
+    return runtime
+
+
+def run_bridge(config: BridgeConfig, worker_id: str | None = None, stop: threading.Event | None = None) -> None:
+    """Run until `stop` is set (SIGTERM in the CLI): then drain, checkpoint, release and close the producer."""
+    stop = stop or threading.Event()
+    worker_id = worker_id or default_worker_id()
+    if not config.source.tables:
+        raise ConfigError("source.tables is empty; list the tables to replicate")
+    runtime = start_bridge(config, worker_id, stop)
+    failures: list[BaseException] = []
+
+    def run_table(rt: TableRuntime) -> None:
+        try:
+            assert rt.worker is not None
+            rt.worker.run(stop)
+        except BaseException as error:  # a fenced or failed worker stops the whole process, visibly
+            failures.append(error)
+            log.error("worker for table %s stopped: %s", rt.table.name, error)
+            stop.set()
+
+    threads = [threading.Thread(target=run_table, args=(rt,), name=f"worker-{rt.table.name}") for rt in runtime.tables]
+    log.info("bridge worker %s running %d table(s)", worker_id, len(threads))
+    for thread in threads:
+        thread.start()
+    try:
+        while any(t.is_alive() for t in threads):
+            for thread in threads:
+                thread.join(0.5)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        if runtime.sink is not None:
+            remaining = runtime.sink.close(30)
+            if remaining:
+                log.warning("%d messages were still unacknowledged at exit; they will be sent again", remaining)
+    if failures:
+        raise failures[0]

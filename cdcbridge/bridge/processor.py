@@ -1,0 +1,190 @@
+"""The bridge processor: turns one shard's change records into Kafka messages and checkpoints on acknowledgement.
+
+For each fetched page it reads back the rows RECORD_IMAGE needs (one batched lookup), builds every message of every
+record (numbered by sub-sequence), serializes them through the registry-bound serializers and produces them keyed by
+primary key. A small pump thread moves the shard's checkpoint to the end of the acknowledged prefix; a delivery
+failure freezes the checkpoint at the gap and makes the next call raise, so coordination restarts the shard from its
+stored checkpoint (at-least-once, never a skipped message).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cdcbridge.bridge.acks import AckTracker, ConfirmedPosition, PendingRecord
+from cdcbridge.bridge.row_lookup import CurrentRow
+from cdcbridge.changes import ChangeRecord, Value
+from cdcbridge.coordination.errors import CheckpointError, LeaseLostError, LeaseStoreUnavailableError
+from cdcbridge.coordination.processor import (
+    InitializationInput,
+    ProcessRecordsInput,
+    RecordProcessor,
+    RecordProcessorCheckpointer,
+    ShutdownInput,
+    ShutdownReason,
+)
+from cdcbridge.formats.table_format import BridgeTableFormat
+from cdcbridge.formats.table_messages import build_table_messages, needs_row_lookup
+from cdcbridge.kafka.errors import KafkaSideError
+from cdcbridge.kafka.sink import Delivery
+
+log = logging.getLogger(__name__)
+
+#: Reads current rows of a table for update lookup: (table, primary keys) → rows in the same order.
+RowReader = Callable[[str, list[list[tuple[str, Value]]]], list[CurrentRow | None]]
+
+
+class BridgeProcessingError(Exception):
+    """A shard cannot go on until the cause is fixed; the shard restarts from its checkpoint."""
+
+
+#: Kafka header carrying a tombstone's seq_key: the apply job applies a bare tombstone only with it (a tombstone
+#: re-sent after a restart must not delete a row that a later image re-created).
+TOMBSTONE_SEQ_HEADER = "cdcbridge-seq-key"
+
+
+class MessageSink:
+    """What the processor needs of the Kafka side (KafkaSink satisfies it)."""
+
+    def produce(
+        self, topic: str, key: bytes, value: bytes | None, on_ack: Callable[[Delivery], None],
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None: ...  # fmt: skip
+
+
+@dataclass(frozen=True)
+class BridgeContext:
+    """Everything a shard's processor needs, shared by all shards of a table in one worker."""
+
+    table_format: BridgeTableFormat
+    table: str
+    instance: str
+    topic_prefix: str
+    serialize: Callable[[str, dict | None], bytes | None]
+    sink: MessageSink
+    read_rows: RowReader | None
+    checkpoint_interval_seconds: float = 1.0
+    on_produced: Callable[[int], None] | None = None
+
+
+class BridgeProcessor(RecordProcessor):
+    def __init__(self, context: BridgeContext) -> None:
+        self._context = context
+        self._tracker = AckTracker()
+        self._failure: Exception | None = None
+        self._checkpointer: RecordProcessorCheckpointer | None = None
+        self._last_written: ConfirmedPosition | None = None
+        self._stop_pump = threading.Event()
+        self._pump: threading.Thread | None = None
+        self._checkpoint_lock = threading.Lock()
+        self._shard_id = ""
+
+    # ----------------------------------------------------------------------------------- RecordProcessor
+    def initialize(self, initialization: InitializationInput) -> None:
+        self._shard_id = initialization.shard_id
+        self._pump = threading.Thread(target=self._pump_checkpoints, name=f"ckpt-{self._shard_id}", daemon=True)
+        self._pump.start()
+
+    def process_records(self, records: ProcessRecordsInput) -> None:
+        self._raise_if_failed()
+        self._checkpointer = records.checkpointer
+        context = self._context
+        rows = self._lookup_rows(records.records)
+        produced = 0
+        for record in records.records:
+            record.shard_id = record.shard_id or self._shard_id  # iterators are opaque: we know the shard here
+            messages = build_table_messages(
+                record, context.table_format, instance=context.instance, topic_prefix=context.topic_prefix,
+                current_row=rows.get(id(record)),
+            )  # fmt: skip
+            first_sub = records.start_sub_sequence(record)
+            pending = self._tracker.register(record.sequence, len(messages), first_sub)
+            for message in messages[first_sub:]:
+                headers = None
+                if message.value is None:  # the tombstone after a row-deleted image: same seq as that image
+                    headers = [(TOMBSTONE_SEQ_HEADER, record.sequence.key(0).encode())]
+                try:
+                    value = context.serialize(message.topic, message.value)
+                except Exception as error:
+                    raise BridgeProcessingError(
+                        f"cannot serialize the {message.message_format} message of table {context.table} key "
+                        f"{message.key.decode('utf-8', 'replace')} (shard {self._shard_id}): {error}"
+                    ) from error
+                on_ack = self._ack_callback(pending, message.sub_sequence)
+                context.sink.produce(message.topic, message.key, value, on_ack, headers)
+                produced += 1
+        if context.on_produced is not None:
+            context.on_produced(produced)
+
+    def shutdown(self, shutdown: ShutdownInput) -> None:
+        self._checkpointer = shutdown.checkpointer
+        try:
+            if shutdown.reason is ShutdownReason.LEASE_LOST:
+                return  # a checkpoint would be refused; in-flight acks no longer matter to this owner
+            if shutdown.reason is ShutdownReason.SHARD_END:
+                # Children may start only after every message of this shard is acknowledged.
+                while not self._tracker.wait_all_acked(1.0):
+                    self._raise_if_failed()
+                self._raise_if_failed()
+                self._write_checkpoint(final=True)
+                return
+            if shutdown.reason in (ShutdownReason.STOLEN, ShutdownReason.REQUESTED):
+                self._tracker.wait_all_acked(shutdown.timeout_seconds)
+                self._write_checkpoint(final=False)
+        finally:
+            self._stop_pump.set()
+
+    # ----------------------------------------------------------------------------------- internals
+    def _lookup_rows(self, records: list[ChangeRecord]) -> dict[int, CurrentRow | None]:
+        context = self._context
+        wanted = [r for r in records if needs_row_lookup(r, context.table_format)]
+        if not wanted or context.read_rows is None:
+            return {}
+        rows = context.read_rows(context.table, [list(r.primary_key) for r in wanted])
+        return {id(record): row for record, row in zip(wanted, rows, strict=True)}
+
+    def _ack_callback(self, pending: PendingRecord, sub_sequence: int) -> Callable[[Delivery], None]:
+        def on_ack(delivery: Delivery) -> None:
+            if delivery.error is None:
+                self._tracker.ack(pending, sub_sequence)
+            elif self._failure is None:
+                self._failure = delivery.error
+                log.error("shard %s of table %s stops: %s", self._shard_id, self._context.table, delivery.error)
+
+        return on_ack
+
+    def _raise_if_failed(self) -> None:
+        if self._failure is not None:
+            failure = self._failure
+            if isinstance(failure, KafkaSideError):
+                raise BridgeProcessingError(
+                    f"shard {self._shard_id} of table {self._context.table} restarts from its checkpoint: {failure}"
+                ) from failure
+            raise failure
+
+    def _pump_checkpoints(self) -> None:
+        while not self._stop_pump.wait(self._context.checkpoint_interval_seconds):
+            try:
+                self._write_checkpoint(final=False)
+            except (LeaseLostError, CheckpointError):
+                return  # this incarnation is over; coordination tells the processor through shutdown
+            except LeaseStoreUnavailableError as error:
+                log.warning("checkpoint of shard %s deferred, status table unreachable: %s", self._shard_id, error)
+
+    def _write_checkpoint(self, *, final: bool) -> None:
+        """Checkpoint the acknowledged prefix; `final` (shard end) checkpoints everything handed out."""
+        checkpointer = self._checkpointer
+        if checkpointer is None:
+            return
+        with self._checkpoint_lock:
+            if final:
+                checkpointer.checkpoint()
+                return
+            position = self._tracker.confirmed()
+            if position is None or position == self._last_written:
+                return
+            checkpointer.checkpoint(position.sequence, position.sub_sequence)
+            self._last_written = position

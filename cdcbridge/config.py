@@ -1,0 +1,300 @@
+"""The YAML configuration, validated by pydantic: every field has a default where one makes sense, unknown keys
+are errors, `${ENV}` references keep secrets out of the file, and errors name the field and the fix.
+
+Environment overrides: `CDCBRIDGE__<SECTION>__<FIELD>=value` (double underscores) replaces one scalar field, e.g.
+`CDCBRIDGE__KAFKA__BOOTSTRAP_SERVERS=broker:9092`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+
+from cdcbridge.coordination.settings import CoordinationSettings
+from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
+
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+ENV_OVERRIDE_PREFIX = "CDCBRIDGE__"
+
+
+class ConfigError(Exception):
+    """The configuration file is missing, unreadable or invalid; the message names the field and the fix."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TableConfig(BridgeTableFormat):
+    """One source table: what to publish and into how many partitions (fixed once the topic exists)."""
+
+    name: str = Field(min_length=1, description="Tablestore table name")
+    partitions: int = Field(6, ge=1, le=10_000, description="partitions of the table's topics when created")
+
+
+class SourceConfig(_Section):
+    endpoint: str = Field("http://127.0.0.1:8900", description="Tablestore endpoint (the emulator by default)")
+    instance: str = Field("cdcbridge", min_length=1)
+    access_key_id: SecretStr = SecretStr("emulator-id")
+    access_key_secret: SecretStr = SecretStr("emulator-secret")
+    sts_token: SecretStr | None = None
+    region: str | None = Field(None, description="set to sign requests with V4 (e.g. cn-hangzhou)")
+    check_crc: bool = Field(True, description="verify PlainBuffer CRCs of stream records")
+    tables: tuple[TableConfig, ...] = Field(min_length=1)
+
+    @field_validator("tables")
+    @classmethod
+    def _unique_tables(cls, tables: tuple[TableConfig, ...]) -> tuple[TableConfig, ...]:
+        names = [t.name for t in tables]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"table(s) listed twice: {', '.join(duplicates)}")
+        return tables
+
+    def table(self, name: str) -> TableConfig:
+        for table in self.tables:
+            if table.name == name:
+                return table
+        raise ConfigError(f"table {name!r} is not in source.tables; add it there (known: {self.table_names()})")
+
+    def table_names(self) -> list[str]:
+        return [t.name for t in self.tables]
+
+
+class SecurityProtocol(StrEnum):
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+
+class KafkaSecurity(_Section):
+    """Passed through to confluent-kafka (and to Spark's Kafka source as `kafka.`-prefixed options)."""
+
+    protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+    sasl_mechanism: str | None = Field(None, description="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, ...")
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_ca_location: str | None = None
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+    ssl_key_password: SecretStr | None = None
+
+    def client_config(self) -> dict[str, str]:
+        """librdkafka / Java client property names; secrets revealed only here, at the client boundary."""
+        config = {"security.protocol": self.protocol.value}
+        optional = {
+            "sasl.mechanism": self.sasl_mechanism,
+            "sasl.username": self.sasl_username,
+            "sasl.password": self.sasl_password.get_secret_value() if self.sasl_password else None,
+            "ssl.ca.location": self.ssl_ca_location,
+            "ssl.certificate.location": self.ssl_certificate_location,
+            "ssl.key.location": self.ssl_key_location,
+            "ssl.key.password": self.ssl_key_password.get_secret_value() if self.ssl_key_password else None,
+        }
+        config.update({k: v for k, v in optional.items() if v is not None})
+        return config
+
+
+class RegistryConfig(_Section):
+    url: str = Field("http://127.0.0.1:8081/apis/ccompat/v7", description="Confluent-compatible API base URL")
+    basic_auth_user_info: SecretStr | None = Field(None, description="user:password for HTTP basic auth")
+    ssl_ca_location: str | None = None
+
+    def client_config(self) -> dict[str, str]:
+        config = {"url": self.url}
+        if self.basic_auth_user_info is not None:
+            config["basic.auth.user.info"] = self.basic_auth_user_info.get_secret_value()
+        if self.ssl_ca_location:
+            config["ssl.ca.location"] = self.ssl_ca_location
+        return config
+
+
+class KafkaConfig(_Section):
+    bootstrap_servers: str = "127.0.0.1:9092"
+    topic_prefix: str = Field("cdc", description="topics are <prefix>.<table>.image / .mutation by default")
+    replication_factor: int = Field(1, ge=1, description="replication of topics the bridge creates")
+    producer: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="librdkafka producer overrides (idempotence, acks, partitioner are fixed)"
+    )
+    security: KafkaSecurity = KafkaSecurity()
+    schema_registry: RegistryConfig = RegistryConfig()
+
+    def client_config(self) -> dict[str, str]:
+        return {"bootstrap.servers": self.bootstrap_servers, **self.security.client_config()}
+
+
+class ApplyTarget(StrEnum):
+    DELTA = "delta"
+    POSTGRES = "postgres"
+    TABLESTORE = "tablestore"
+
+
+class BadRecordPolicy(StrEnum):
+    STOP = "stop"
+    DEAD_LETTER = "dead_letter"
+
+
+class ApplyConfig(_Section):
+    target: ApplyTarget = ApplyTarget.DELTA
+    delta_path: str = Field("./data/delta", description="root folder of the Delta tables (one per source table)")
+    postgres_dsn: SecretStr | None = Field(None, description="libpq connection string for the postgres target")
+    postgres_schema: str = Field(
+        "public", min_length=1, description="PostgreSQL schema of the target tables, progress and dead-letter tables"
+    )
+    tablestore_endpoint: str | None = Field(
+        None, description="endpoint of the Tablestore target instance (default: source.endpoint)"
+    )
+    tablestore_instance: str | None = Field(None, description="Tablestore target instance (default: source.instance)")
+    tablestore_access_key_id: SecretStr | None = Field(None, description="default: source.access_key_id")
+    tablestore_access_key_secret: SecretStr | None = Field(None, description="default: source.access_key_secret")
+    tablestore_table_prefix: str = Field(
+        "", description="target table of source table T is <prefix>T (created with T's primary key when missing)"
+    )
+    checkpoint_location: str = Field("./data/apply-checkpoint", description="Spark streaming checkpoint folder")
+    app_id: str = Field("cdcbridge-apply", description="id of this apply job in batch markers")
+    trigger_seconds: float = Field(5.0, gt=0)
+    max_offsets_per_trigger: int = Field(100_000, gt=0)
+    starting_offsets: str = Field("earliest", pattern=r"^(earliest|latest)$")
+    fail_on_data_loss: bool = True
+    on_bad_record: BadRecordPolicy = BadRecordPolicy.STOP
+    dead_letter_table: str = Field(
+        "_dead_letters",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="where bad records go with on_bad_record=dead_letter (a Delta table under delta_path, a "
+        "PostgreSQL table in postgres_schema, or a Tablestore table with the table prefix)",
+    )
+    prefer_format: MessageFormat = Field(
+        MessageFormat.MUTATE_LOG,
+        description="for a table published in both formats, the topic applied (MUTATE_LOG: every operation; "
+        "RECORD_IMAGE: the latest image per row); a target row is fed from one format only",
+    )
+    topic_pattern: str | None = Field(
+        None,
+        description="Java regex of topics to read (Kafka subscribePattern) instead of the configured tables' "
+        "topics; messages of tables not in source.tables are bad records",
+    )
+    kafka_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra Kafka client properties for the Spark source, e.g. sasl.jaas.config or "
+        "ssl.keystore.location (without the 'kafka.' prefix)",
+    )
+    purge_deleted_after_hours: float | None = Field(
+        None,
+        gt=0,
+        description="remove soft-deleted rows whose delete is older than this; at least the topics' retention "
+        "plus the longest replay (None: keep them)",
+    )
+    purge_interval_seconds: float = Field(3600.0, gt=0, description="how often the purge runs while the job runs")
+
+
+class ObservabilityConfig(_Section):
+    metrics_port: int | None = Field(None, ge=0, le=65535, description="Prometheus endpoint port (None: off)")
+    metrics_host: str = "127.0.0.1"
+    log_format: str = Field("text", pattern=r"^(text|json)$")
+    log_level: str = Field("INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$")
+
+
+class BridgeConfig(_Section):
+    source: SourceConfig
+    coordination: CoordinationSettings = CoordinationSettings()
+    kafka: KafkaConfig = KafkaConfig()
+    apply: ApplyConfig = ApplyConfig()
+    observability: ObservabilityConfig = ObservabilityConfig()
+
+    @model_validator(mode="after")
+    def _topics_are_distinct(self) -> BridgeConfig:
+        seen: dict[str, str] = {}
+        for table in self.source.tables:
+            for topic in table.topics(prefix=self.kafka.topic_prefix, table=table.name).values():
+                if topic in seen:
+                    raise ValueError(f"topic {topic} is used by both table {seen[topic]} and table {table.name}")
+                seen[topic] = table.name
+        return self
+
+
+def _substitute_env(node: Any, path: str, environ: Mapping[str, str]) -> Any:
+    """Replace `${NAME}` / `${NAME:-default}` in every string; a missing variable names the field."""
+    if isinstance(node, dict):
+        return {
+            key: _substitute_env(value, f"{path}.{key}" if path else str(key), environ) for key, value in node.items()
+        }
+    if isinstance(node, list):
+        return [_substitute_env(value, f"{path}[{i}]", environ) for i, value in enumerate(node)]
+    if not isinstance(node, str):
+        return node
+
+    def replace(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in environ:
+            return environ[name]
+        if default is not None:
+            return default
+        raise ConfigError(f"{path}: environment variable {name} is not set; export it or remove the reference")
+
+    return _ENV_REFERENCE.sub(replace, node)
+
+
+def _apply_env_overrides(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    for variable, value in environ.items():
+        if not variable.startswith(ENV_OVERRIDE_PREFIX):
+            continue
+        keys = [part.lower() for part in variable[len(ENV_OVERRIDE_PREFIX) :].split("__") if part]
+        if not keys:
+            continue
+        node = data
+        for key in keys[:-1]:
+            child = node.setdefault(key, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"{variable} overrides {'.'.join(keys)}, but {key} is not a section")
+            node = child
+        node[keys[-1]] = value
+    return data
+
+
+def _format_validation_error(error: ValidationError, origin: str) -> str:
+    problems = []
+    for item in error.errors():
+        location = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            message = "unknown key; check the spelling against the configuration reference in README.md"
+        elif item["type"] == "missing":
+            message = "required field is missing"
+        problems.append(f"{location}: {message}")
+    return f"invalid configuration in {origin}: " + "; ".join(problems)
+
+
+def parse_config(
+    data: Mapping[str, Any], *, origin: str = "<config>", environ: Mapping[str, str] | None = None
+) -> BridgeConfig:
+    """Validate an already-loaded mapping (after env substitution and overrides)."""
+    environ = os.environ if environ is None else environ
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{origin}: the top level must be a mapping with source/coordination/kafka/apply sections")
+    resolved = _apply_env_overrides(_substitute_env(dict(data), "", environ), environ)
+    try:
+        return BridgeConfig.model_validate(resolved)
+    except ValidationError as error:
+        raise ConfigError(_format_validation_error(error, origin)) from None
+
+
+def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> BridgeConfig:
+    """Read and validate a YAML configuration file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ConfigError(f"cannot read configuration file {path}: {error.strerror}; pass --config FILE") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path} is not valid YAML: {error}") from None
+    return parse_config(data, origin=str(path), environ=environ)

@@ -1,0 +1,1 @@
+"""Checkpoint positions and the per-shard checkpointer (KCL checkpoint/)."""

@@ -1,0 +1,1 @@
+"""The shard consumer state machine and its tasks (KCL lifecycle/)."""

@@ -1,0 +1,51 @@
+"""What the tasks of one shard consumer share: fixed dependencies and the current processor incarnation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cdcbridge.coordination.checkpoint.checkpointer import ShardCheckpointer
+from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
+from cdcbridge.coordination.clock import Clock
+from cdcbridge.coordination.leases.held import HeldLease
+from cdcbridge.coordination.leases.store import LeaseStore
+from cdcbridge.coordination.processor import RecordProcessor, RecordProcessorFactory
+from cdcbridge.coordination.settings import CoordinationSettings
+from cdcbridge.coordination.stats import CoordinationStats
+from cdcbridge.coordination.stream.access import StreamAccess
+
+
+@dataclass(frozen=True)
+class ShardContext:
+    """Dependencies of every task of one shard consumer."""
+
+    held: HeldLease
+    stream_id: str
+    store: LeaseStore
+    stream: StreamAccess
+    processor_factory: RecordProcessorFactory
+    settings: CoordinationSettings
+    clock: Clock
+    stats: CoordinationStats
+    #: Shard ids of the latest DescribeStream listing (None before the first sync).
+    listed_shards: Callable[[], frozenset[str] | None]
+
+    @property
+    def shard_id(self) -> str:
+        return self.held.shard_id
+
+    def lease_is_fresh(self) -> bool:
+        return self.held.is_fresh(self.clock.monotonic(), self.settings.self_fence_after_seconds)
+
+
+@dataclass
+class Incarnation:
+    """One processor instance with its checkpointer and fetch cursor; replaced on restart."""
+
+    processor: RecordProcessor
+    checkpointer: ShardCheckpointer
+    #: Next iterator to read; None once the shard's end was read. Never moved by checkpoints (§5.4).
+    fetch_cursor: str | None
+    #: Records at or before this position were confirmed by an earlier owner and are skipped.
+    resume_point: ExtendedSequence | None

@@ -1,0 +1,1 @@
+"""What coordination needs from a change stream, and an in-memory simulator of one."""

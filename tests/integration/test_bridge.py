@@ -1,0 +1,200 @@
+"""The bridge end to end: emulator → worker (`run_bridge`) → Kafka + Apicurio, read back with AvroDeserializer."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections import defaultdict
+from collections.abc import Iterator
+
+import pytest
+from tablestore import (
+    BatchWriteRowRequest,
+    Condition,
+    PutRowItem,
+    Row,
+    RowExistenceExpectation,
+    TableInBatchWriteRowItem,
+)
+
+from cdcbridge.bridge.app import BridgeStartError, start_bridge
+from cdcbridge.emulator.server import EmulatorServer
+from cdcbridge.formats.keys import decode_key, java_partition
+from cdcbridge.kafka.errors import TopicPartitionMismatchError
+from cdcbridge.localstack.stack import StackEndpoints
+from cdcbridge.tablestore import StreamClient
+from tests.integration.bridge_helpers import (
+    ACCESS_KEY_ID,
+    ACCESS_KEY_SECRET,
+    BridgeThread,
+    ReadMessage,
+    bridge_config,
+    create_stream_table,
+    ots_client,
+    read_topic,
+)
+
+IGNORE = Condition(RowExistenceExpectation.IGNORE)
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[EmulatorServer]:
+    server = EmulatorServer(host="127.0.0.1", port=0, credentials={ACCESS_KEY_ID: ACCESS_KEY_SECRET})
+    server.start()
+    yield server
+    server.stop()
+
+
+def _admin(emulator: EmulatorServer, path: str, body: dict) -> dict:
+    request = urllib.request.Request(
+        f"{emulator.url}/_emulator/{path}", data=json.dumps(body).encode(), method="POST",
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def _cells(message: ReadMessage) -> list[tuple[str, str, object]]:
+    return [(c["name"], c["op"], _plain(c["value"])) for c in message.value["cells"]]
+
+
+def _plain(value: object) -> object:
+    return value[1] if isinstance(value, tuple) else value
+
+
+def test_scripted_changes_become_exactly_the_expected_messages(stack: StackEndpoints, emulator: EmulatorServer) -> None:
+    ots = ots_client(emulator.url)
+    create_stream_table(ots, "orders", [("id", "INTEGER")])
+    create_stream_table(ots, "users", [("region", "STRING"), ("uid", "INTEGER")])
+    config = bridge_config(
+        stack, emulator.url,
+        [{"name": "orders", "formats": ["MUTATE_LOG", "RECORD_IMAGE"], "partitions": 3},
+         {"name": "users", "formats": ["MUTATE_LOG"], "partitions": 2}],
+    )  # fmt: skip
+    prefix = config.kafka.topic_prefix
+
+    ots.put_row("orders", Row([("id", 1)], [("item", "apple"), ("qty", 1)]), IGNORE)
+    ots.update_row("orders", Row([("id", 1)], {"put": [("qty", 2)], "delete_all": ["item"]}), IGNORE)
+    ots.update_row("orders", Row([("id", 1)], {"increment": [("qty", 5)]}), IGNORE)
+    ots.put_row("orders", Row([("id", 2)], [("item", "pear"), ("price", 2.5), ("gift", True)]), IGNORE)
+    ots.delete_row("orders", Row([("id", 1)]), IGNORE)
+    batch = BatchWriteRowRequest()
+    batch.add(TableInBatchWriteRowItem("users", [
+        PutRowItem(Row([("region", "eu"), ("uid", 7)], [("name", "Ann")]), IGNORE),
+        PutRowItem(Row([("region", "us"), ("uid", 8)], [("name", "Bo")]), IGNORE),
+    ]))  # fmt: skip
+    ots.batch_write_row(batch)
+
+    bridge = BridgeThread(config).start()
+    try:
+        mutations = read_topic(stack, f"{prefix}.orders.mutation", until=lambda m: len(m) >= 5)
+        images = read_topic(stack, f"{prefix}.orders.image", until=lambda m: len(m) >= 6)
+        users = read_topic(stack, f"{prefix}.users.mutation", until=lambda m: len(m) >= 2)
+    finally:
+        bridge.close()
+
+    by_key: dict[bytes, list[ReadMessage]] = defaultdict(list)
+    for message in sorted(mutations, key=lambda m: m.value["seq"]["seq_key"]):
+        by_key[message.key].append(message)
+    one = by_key[b"[1]"]
+    assert [(m.value["type"], m.value["replace_row"], m.value["row_deleted"]) for m in one] == [
+        ("PUT", True, False), ("UPDATE", False, False), ("UPDATE", False, False), ("DELETE", False, True)
+    ]  # fmt: skip
+    assert _cells(one[0]) == [("item", "PUT", "apple"), ("qty", "PUT", 1)]
+    assert _cells(one[1]) == [("qty", "PUT", 2), ("item", "DELETE_ALL_VERSION", None)]
+    assert _cells(one[2]) == [("qty", "PUT", 7)]  # the emulator records increments as the resulting value
+    assert one[3].value["cells"] == []
+    assert sorted(_cells(by_key[b"[2]"][0])) == [("gift", "PUT", True), ("item", "PUT", "pear"), ("price", "PUT", 2.5)]
+    for message in mutations:
+        source = message.value["source"]
+        assert (source["instance"], source["table"]) == ("cdcbridge", "orders") and source["shard_id"]
+        assert [p["name"] for p in message.value["pk"]] == ["id"]
+        # Keys land on the partition Java's murmur2 partitioner would choose.
+        assert message.partition == java_partition(message.key, 3)
+    seq_keys = [m.value["seq"]["seq_key"] for m in one]
+    assert seq_keys == sorted(seq_keys) and len(set(seq_keys)) == 4
+
+    # RECORD_IMAGE: the last image per key is the source row; a deleted row ends in a tombstone with its seq_key.
+    last: dict[bytes, ReadMessage] = {}
+    for message in sorted(images, key=lambda m: (m.partition, m.offset)):
+        last[message.key] = message
+    assert last[b"[1]"].value is None
+    assert last[b"[1]"].headers["cdcbridge-seq-key"].decode() == one[3].value["seq"]["seq_key"]
+    row_two = {name: _plain(cell["value"]) for name, cell in last[b"[2]"].value["columns"].items()}
+    assert row_two == {"item": "pear", "price": 2.5, "gift": True}
+
+    assert sorted(decode_key(m.key) for m in users) == [["eu", 7], ["us", 8]]
+    assert all(m.value["type"] == "PUT" and m.partition == java_partition(m.key, 2) for m in users)
+
+
+def test_per_key_order_holds_across_a_split_and_a_merge(stack: StackEndpoints, emulator: EmulatorServer) -> None:
+    ots = ots_client(emulator.url)
+    create_stream_table(ots, "counters", [("k", "STRING")])
+    config = bridge_config(stack, emulator.url, [{"name": "counters", "partitions": 4}])
+    keys = [f"key-{i}" for i in range(20)]
+
+    def write_round(n: int) -> None:
+        for key in keys:
+            ots.put_row("counters", Row([("k", key)], [("n", n)]), IGNORE)
+
+    bridge = BridgeThread(config).start()
+    try:
+        write_round(0)
+        shard = _admin(emulator, "split", {"table": "counters", "shard_id": _shard_ids(emulator, "counters")[0]})
+        write_round(1)
+        left, right = shard["children"]
+        _admin(emulator, "merge", {"table": "counters", "shard_id": left, "sibling_shard_id": right})
+        write_round(2)
+        topic = f"{config.kafka.topic_prefix}.counters.mutation"
+        messages = read_topic(stack, topic, until=lambda m: len(m) >= 3 * len(keys))
+    finally:
+        bridge.close()
+
+    per_key: dict[bytes, list[int]] = defaultdict(list)
+    for message in sorted(messages, key=lambda m: (m.partition, m.offset)):
+        per_key[message.key].append(_plain(message.value["cells"][0]["value"]))
+    for key in keys:
+        values = per_key[json.dumps([key]).encode()]
+        # At-least-once: duplicates may appear, but a key's values never go back in Kafka's order.
+        assert values == sorted(values) and set(values) == {0, 1, 2}, (key, values)
+    shard_ids = {m.value["source"]["shard_id"] for m in messages}
+    assert len(shard_ids) >= 3  # parent, both split children or the merge child carried records
+
+
+def _shard_ids(emulator: EmulatorServer, table: str) -> list[str]:
+    streams = StreamClient(ots_client(emulator.url))
+    return [s.shard_id for s in streams.list_all_shards(streams.describe_table_stream(table).stream_id)]
+
+
+def test_unknown_table_and_missing_stream_are_refused_clearly(stack: StackEndpoints, emulator: EmulatorServer) -> None:
+    import threading
+
+    config = bridge_config(stack, emulator.url, [{"name": "no_such_table"}])
+    with pytest.raises(BridgeStartError, match="table no_such_table does not exist in Tablestore instance cdcbridge"):
+        start_bridge(config, "w", threading.Event())
+    from tablestore import CapacityUnit, ReservedThroughput, TableMeta, TableOptions
+
+    ots_client(emulator.url).create_table(
+        TableMeta("plain", [("id", "INTEGER")]), TableOptions(), ReservedThroughput(CapacityUnit(0, 0))
+    )
+    config = bridge_config(stack, emulator.url, [{"name": "plain"}])
+    with pytest.raises(BridgeStartError, match="table plain has no stream enabled; enable it"):
+        start_bridge(config, "w", threading.Event())
+
+
+def test_a_changed_partition_count_is_refused_at_start(stack: StackEndpoints, emulator: EmulatorServer) -> None:
+    import threading
+    import time
+
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    ots = ots_client(emulator.url)
+    create_stream_table(ots, "sized", [("id", "INTEGER")])
+    config = bridge_config(stack, emulator.url, [{"name": "sized", "partitions": 2}])
+    start_bridge(config, "w", threading.Event())  # creates the topic with 2 partitions and records the count
+    topic = f"{config.kafka.topic_prefix}.sized.mutation"
+    admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
+    admin.create_partitions([NewPartitions(topic, 3)])[topic].result(30)
+    time.sleep(2)  # let the broker's metadata catch up with the controller
+    with pytest.raises(TopicPartitionMismatchError, match=f"topic {topic} has 3 partitions but 2 were recorded"):
+        start_bridge(config, "w", threading.Event())

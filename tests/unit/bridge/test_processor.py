@@ -1,0 +1,156 @@
+"""The bridge processor with the real message builders and in-process fakes for Kafka and the checkpointer."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from cdcbridge.bridge.processor import BridgeContext, BridgeProcessingError, BridgeProcessor
+from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
+from cdcbridge.coordination.processor import (
+    InitializationInput,
+    ProcessRecordsInput,
+    ShutdownInput,
+    ShutdownReason,
+)
+from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
+from cdcbridge.kafka.errors import MessageTooLargeError
+from cdcbridge.kafka.sink import Delivery
+
+
+class FakeSink:
+    def __init__(self) -> None:
+        self.produced: list[tuple[str, bytes, object, object]] = []
+        self.headers: list[object] = []
+
+    def produce(self, topic, key, value, on_ack, headers=None) -> None:
+        self.produced.append((topic, key, value, on_ack))
+        self.headers.append(headers)
+
+    def ack(self, index: int, error: Exception | None = None) -> None:
+        topic = self.produced[index][0]
+        self.produced[index][3](Delivery(topic, 0, index, error))
+
+
+class FakeCheckpointer:
+    def __init__(self) -> None:
+        self.calls: list[tuple[object, object]] = []
+        self.largest_permitted_checkpoint = None
+        self.last_checkpoint = None
+
+    def checkpoint(self, target=None, sub_sequence=None) -> None:
+        self.calls.append((target, sub_sequence))
+
+
+def record(i: int, action: RecordAction = RecordAction.PUT, cells: list[Cell] | None = None) -> ChangeRecord:
+    cells = cells if cells is not None else [Cell("v", CellOp.PUT, i, 1000 + i)]
+    return ChangeRecord("orders", action, [("id", i)], cells, Sequence(1, 1_000_000 + i, 0), "shard-0")
+
+
+def make(formats: tuple[MessageFormat, ...] = (MessageFormat.MUTATE_LOG,)) -> tuple[BridgeProcessor, FakeSink]:
+    sink = FakeSink()
+    context = BridgeContext(
+        table_format=BridgeTableFormat(formats=formats), table="orders", instance="inst", topic_prefix="cdc",
+        serialize=lambda topic, value: None if value is None else repr(sorted(value)).encode(), sink=sink,
+        read_rows=lambda table, pks: [None for _ in pks], checkpoint_interval_seconds=3600,
+    )  # fmt: skip
+    processor = BridgeProcessor(context)
+    processor.initialize(InitializationInput("stream", "shard-0", (), "TRIM_HORIZON", None))
+    return processor, sink
+
+
+def test_messages_are_produced_keyed_in_order_and_checkpointed_only_after_acks() -> None:
+    processor, sink = make()
+    checkpointer = FakeCheckpointer()
+    records = [record(i) for i in range(3)]
+    processor.process_records(ProcessRecordsInput(records, checkpointer))
+    assert [(t, k) for t, k, _, _ in sink.produced] == [("cdc.orders.mutation", f"[{i}]".encode()) for i in range(3)]
+    processor._write_checkpoint(final=False)
+    assert checkpointer.calls == []  # nothing acknowledged yet
+    sink.ack(1)
+    processor._write_checkpoint(final=False)
+    assert checkpointer.calls == []  # record 0 is still in flight
+    sink.ack(0)
+    processor._write_checkpoint(final=False)
+    assert checkpointer.calls == [(records[1].sequence, None)]
+    processor._write_checkpoint(final=False)
+    assert len(checkpointer.calls) == 1  # unchanged position is not written again
+
+
+def test_a_record_with_several_messages_is_checkpointed_with_its_sub_sequence() -> None:
+    processor, sink = make((MessageFormat.RECORD_IMAGE, MessageFormat.MUTATE_LOG))
+    checkpointer = FakeCheckpointer()
+    rec = record(1, RecordAction.DELETE, [])
+    processor.process_records(ProcessRecordsInput([rec], checkpointer))
+    topics = [t for t, _, _, _ in sink.produced]
+    assert topics == ["cdc.orders.image", "cdc.orders.image", "cdc.orders.mutation"]  # image, tombstone, mutation
+    assert sink.produced[1][2] is None  # the tombstone, carrying the delete's seq_key for the apply job
+    assert sink.headers[1] == [("cdcbridge-seq-key", rec.sequence.key(0).encode())]
+    assert sink.headers[0] is None and sink.headers[2] is None
+    sink.ack(0)
+    processor._write_checkpoint(final=False)
+    assert checkpointer.calls == [(rec.sequence, 0)]
+
+
+def test_resume_part_way_skips_the_confirmed_parts() -> None:
+    processor, sink = make((MessageFormat.RECORD_IMAGE, MessageFormat.MUTATE_LOG))
+    rec = record(1, RecordAction.DELETE, [])
+    resume = ExtendedSequence(rec.sequence, 0)
+    processor.process_records(ProcessRecordsInput([rec], FakeCheckpointer(), resume_point=resume))
+    assert [t for t, _, _, _ in sink.produced] == ["cdc.orders.image", "cdc.orders.mutation"]
+    assert sink.produced[0][2] is None  # parts 1 (tombstone) and 2 (mutation) only
+
+
+def test_a_delivery_failure_freezes_the_checkpoint_and_restarts_the_shard() -> None:
+    processor, sink = make()
+    checkpointer = FakeCheckpointer()
+    records = [record(i) for i in range(3)]
+    processor.process_records(ProcessRecordsInput(records, checkpointer))
+    sink.ack(0)
+    sink.ack(1, MessageTooLargeError("message for key '[1]' on topic cdc.orders.mutation is 2000000 bytes"))
+    sink.ack(2)
+    processor._write_checkpoint(final=False)
+    assert checkpointer.calls == [(records[0].sequence, None)]  # never past the failed message
+    with pytest.raises(BridgeProcessingError, match=r"shard shard-0 of table orders restarts .* key '\[1\]'"):
+        processor.process_records(ProcessRecordsInput([record(3)], checkpointer))
+
+
+def test_shard_end_waits_for_every_acknowledgement_before_confirming() -> None:
+    processor, sink = make()
+    checkpointer = FakeCheckpointer()
+    processor.process_records(ProcessRecordsInput([record(0), record(1)], checkpointer))
+    done = threading.Event()
+
+    def shut() -> None:
+        processor.shutdown(ShutdownInput(ShutdownReason.SHARD_END, checkpointer, None))
+        done.set()
+
+    threading.Thread(target=shut).start()
+    time.sleep(0.2)
+    assert not done.is_set() and checkpointer.calls == []
+    sink.ack(0)
+    sink.ack(1)
+    assert done.wait(5)
+    assert checkpointer.calls[-1] == (None, None)  # checkpoint(): everything handed out
+
+
+def test_lease_lost_never_checkpoints() -> None:
+    processor, sink = make()
+    checkpointer = FakeCheckpointer()
+    processor.process_records(ProcessRecordsInput([record(0)], checkpointer))
+    sink.ack(0)
+    processor.shutdown(ShutdownInput(ShutdownReason.LEASE_LOST, checkpointer, None))
+    assert checkpointer.calls == []
+
+
+def test_requested_stop_checkpoints_what_was_acknowledged_within_the_timeout() -> None:
+    processor, sink = make()
+    checkpointer = FakeCheckpointer()
+    records = [record(0), record(1)]
+    processor.process_records(ProcessRecordsInput(records, checkpointer))
+    sink.ack(0)
+    processor.shutdown(ShutdownInput(ShutdownReason.REQUESTED, checkpointer, 0.1))
+    assert checkpointer.calls == [(records[0].sequence, None)]

@@ -1,0 +1,94 @@
+from pathlib import Path
+
+import pytest
+
+from cdcbridge.config import ApplyTarget, ConfigError, load_config, parse_config
+
+MINIMAL = {"source": {"tables": [{"name": "orders"}]}}
+
+
+def test_minimal_config_gets_defaults() -> None:
+    config = parse_config(MINIMAL, environ={})
+    assert config.source.endpoint == "http://127.0.0.1:8900"
+    assert config.source.tables[0].partitions == 6
+    assert config.coordination.lease_duration_seconds == 20
+    assert config.kafka.schema_registry.url.endswith("/apis/ccompat/v7")
+    assert config.apply.target is ApplyTarget.DELTA
+    assert config.source.tables[0].topics(prefix="cdc", table="orders")
+
+
+def test_env_references_fill_secrets_and_never_show_in_repr(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "source:\n  access_key_id: ${AK_ID}\n  access_key_secret: ${AK_SECRET}\n  tables: [{name: t}]\n"
+        "kafka:\n  bootstrap_servers: ${BOOTSTRAP:-localhost:9092}\n"
+    )
+    config = load_config(path, environ={"AK_ID": "id-123", "AK_SECRET": "s3cr3t-value"})
+    assert config.source.access_key_secret.get_secret_value() == "s3cr3t-value"
+    assert config.kafka.bootstrap_servers == "localhost:9092"
+    assert "s3cr3t-value" not in repr(config) and "s3cr3t-value" not in str(config.model_dump())
+
+
+def test_missing_secret_names_the_field_and_the_variable() -> None:
+    data = {"source": {"access_key_secret": "${NOT_SET_ANYWHERE}", "tables": [{"name": "t"}]}}
+    with pytest.raises(
+        ConfigError, match=r"source.access_key_secret: environment variable NOT_SET_ANYWHERE is not set"
+    ):
+        parse_config(data, environ={})
+
+
+def test_unknown_key_is_an_error_naming_its_path() -> None:
+    data = {"source": {"tables": [{"name": "t", "partitons": 3}]}}
+    with pytest.raises(ConfigError) as error:
+        parse_config(data, origin="bridge.yaml", environ={})
+    assert "invalid configuration in bridge.yaml: source.tables.0.partitons: unknown key" in str(error.value)
+
+
+def test_wrong_type_names_the_field() -> None:
+    data = {"source": {"tables": [{"name": "t", "partitions": "many"}]}}
+    with pytest.raises(ConfigError, match=r"source.tables.0.partitions: Input should be a valid integer"):
+        parse_config(data, environ={})
+
+
+def test_missing_tables_is_reported() -> None:
+    with pytest.raises(ConfigError, match=r"source: required field is missing"):
+        parse_config({}, environ={})
+
+
+def test_env_override_replaces_one_field() -> None:
+    config = parse_config(MINIMAL, environ={"CDCBRIDGE__KAFKA__BOOTSTRAP_SERVERS": "broker:19092"})
+    assert config.kafka.bootstrap_servers == "broker:19092"
+
+
+def test_two_tables_cannot_share_a_topic() -> None:
+    data = {"source": {"tables": [{"name": "a", "mutation_topic": "x"}, {"name": "b", "mutation_topic": "x"}]}}
+    with pytest.raises(ConfigError, match="topic x is used by both table a and table b"):
+        parse_config(data, environ={})
+
+
+def test_kafka_security_passes_through_to_client_config() -> None:
+    data = {
+        **MINIMAL,
+        "kafka": {"security": {"protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "sasl_username": "u",
+                               "sasl_password": "pw", "ssl_ca_location": "/ca.pem"},
+                  "schema_registry": {"basic_auth_user_info": "u:pw"}},
+    }  # fmt: skip
+    config = parse_config(data, environ={})
+    assert config.kafka.client_config() == {
+        "bootstrap.servers": "127.0.0.1:9092",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "u",
+        "sasl.password": "pw",
+        "ssl.ca.location": "/ca.pem",
+    }
+    assert config.kafka.schema_registry.client_config()["basic.auth.user.info"] == "u:pw"
+
+
+def test_unreadable_file_and_bad_yaml_say_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"cannot read configuration file .*missing\.yaml"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("source: [unclosed\n")
+    with pytest.raises(ConfigError, match="is not valid YAML"):
+        load_config(bad)
