@@ -7,6 +7,7 @@ a topic; any later difference stops the bridge with an explanation instead.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -52,6 +53,30 @@ class TopicAdmin:
         futures = self._admin.describe_topics(TopicCollection(present), request_timeout=self._timeout)
         return {name: len(future.result(timeout=self._timeout).partitions) for name, future in futures.items()}
 
+    def _check_counts(self, specs: list[TopicSpec], existing: dict[str, int], recorded: Mapping[str, int]) -> None:
+        for spec in specs:
+            if spec.name not in existing:
+                continue
+            expected = recorded.get(spec.name, spec.partitions)
+            actual = existing[spec.name]
+            if actual != expected:
+                origin = "recorded when the bridge created it" if spec.name in recorded else "configured"
+                raise TopicPartitionMismatchError(
+                    f"topic {spec.name} has {actual} partitions but {expected} were {origin}; changing the count "
+                    "moves keys to other partitions and breaks per-row order. Restore the topic with "
+                    f"{expected} partitions, or configure a new topic name (and re-snapshot) to use {actual}"
+                )
+
+    def _wait_visible(self, specs: list[TopicSpec]) -> dict[str, int]:
+        """Metadata of topics created a moment ago may lag behind; wait (bounded) until every one is listed."""
+        names = [spec.name for spec in specs]
+        deadline = time.monotonic() + self._timeout
+        while True:
+            counts = self.partition_counts(names)
+            if len(counts) == len(names) or time.monotonic() > deadline:
+                return counts
+            time.sleep(0.2)
+
     def ensure(self, specs: Iterable[TopicSpec], recorded: Mapping[str, int]) -> dict[str, int]:
         """Create missing topics; check existing ones against the recorded (else configured) count.
 
@@ -59,28 +84,23 @@ class TopicAdmin:
         """
         specs = list(specs)
         existing = self.partition_counts(spec.name for spec in specs)
-        for spec in specs:
-            if spec.name in existing:
-                expected = recorded.get(spec.name, spec.partitions)
-                actual = existing[spec.name]
-                if actual != expected:
-                    origin = "recorded when the bridge created it" if spec.name in recorded else "configured"
-                    raise TopicPartitionMismatchError(
-                        f"topic {spec.name} has {actual} partitions but {expected} were {origin}; changing the count "
-                        "moves keys to other partitions and breaks per-row order. Restore the topic with "
-                        f"{expected} partitions, or configure a new topic name (and re-snapshot) to use {actual}"
-                    )
+        self._check_counts(specs, existing, recorded)
         missing = [spec for spec in specs if spec.name not in existing]
         if missing:
             futures = self._admin.create_topics(
                 [NewTopic(s.name, s.partitions, s.replication_factor, config=s.topic_config()) for s in missing],
                 operation_timeout=self._timeout,
             )
-            for future in futures.values():
+            raced = []
+            for spec in missing:
                 try:
-                    future.result(timeout=self._timeout)
+                    futures[spec.name].result(timeout=self._timeout)
+                    existing[spec.name] = spec.partitions  # created by us, with exactly this count
                 except KafkaException as error:
-                    if error.args[0].name() != "TOPIC_ALREADY_EXISTS":  # a peer created it at the same moment
+                    if error.args[0].name() != "TOPIC_ALREADY_EXISTS":
                         raise
-            existing.update(self.partition_counts(s.name for s in missing))
+                    raced.append(spec)  # a peer created it at the same moment: check what it created
+            if raced:
+                existing.update(self._wait_visible(raced))
+                self._check_counts(raced, existing, recorded)
         return {spec.name: existing[spec.name] for spec in specs}

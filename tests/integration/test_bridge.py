@@ -191,7 +191,8 @@ def test_a_changed_partition_count_is_refused_at_start(stack: StackEndpoints, em
     ots = ots_client(emulator.url)
     create_stream_table(ots, "sized", [("id", "INTEGER")])
     config = bridge_config(stack, emulator.url, [{"name": "sized", "partitions": 2}])
-    start_bridge(config, "w", threading.Event())  # creates the topic with 2 partitions and records the count
+    runtime = start_bridge(config, "w", threading.Event())  # creates the topic with 2 partitions, records it
+    runtime.sink.close(5)
     topic = f"{config.kafka.topic_prefix}.sized.mutation"
     admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
     admin.create_partitions([NewPartitions(topic, 3)])[topic].result(30)
