@@ -158,6 +158,22 @@ def _secrets_of(config: object) -> list[str]:
     return [s for s in found if s]
 
 
+@cli.command("status")
+@_config_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--no-lag", is_flag=True, help="Skip reading the streams to compute lag (faster).")
+def status(config_path: Path, as_json: bool, no_lag: bool) -> None:
+    """Leases (shard, owner, checkpoint, parents, stealer, last renewal), lag per shard, topic partitions."""
+    from cdcbridge.bridge.status import collect_status, render_text
+    from cdcbridge.config import load_config
+    from cdcbridge.observability.redaction import redact
+
+    config = load_config(config_path)
+    _configure_logging(config)
+    cluster = collect_status(config, with_lag=not no_lag)
+    click.echo(redact(json.dumps(cluster.as_dict(), indent=2) if as_json else render_text(cluster)))
+
+
 # ---------------------------------------------------------------------------------------------------------- emulator
 @cli.command("emulator")
 @click.option(

@@ -3,7 +3,8 @@ confluent-kafka's AvroSerializer, so the Confluent wire format and id caching ar
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
@@ -20,6 +21,28 @@ def subject_for(topic: str) -> str:
     return f"{topic}-value"
 
 
+@contextmanager
+def _registry_errors(subject: str, doing: str) -> Iterator[None]:
+    """Transport failures and unexpected registry answers become RegistryUnreachableError; a 409 on
+    registration (incompatible schema) passes through for the caller to name."""
+    try:
+        yield
+    except SchemaRegistryError as error:
+        if error.http_status_code == 409 and doing == "registering":
+            raise
+        raise RegistryUnreachableError(
+            f"schema registry error while {doing} subject {subject}: HTTP {error.http_status_code} "
+            f"{error.error_message}"
+        ) from error
+    except (SchemaIncompatibleError, RegistryUnreachableError):
+        raise
+    except Exception as error:  # connection refused, DNS, timeouts: httpx raises its own types
+        raise RegistryUnreachableError(
+            f"the schema registry did not answer while {doing} subject {subject} ({type(error).__name__}: "
+            f"{error}); check kafka.schema_registry.url and that the registry runs"
+        ) from error
+
+
 class TopicValueSerializers:
     """One AvroSerializer per topic, each bound to the schema registered for that topic at start-up."""
 
@@ -34,23 +57,16 @@ class TopicValueSerializers:
         """Set FULL_TRANSITIVE on each subject and register our schema; refuse clearly if incompatible."""
         for topic, schema_str in self._schema_by_topic.items():
             subject = subject_for(topic)
+            with _registry_errors(subject, "setting the compatibility of"):
+                self._ensure_compatibility(subject)
             try:
-                self._registry.set_compatibility(subject_name=subject, level=COMPATIBILITY)
-                schema_id = self._registry.register_schema(subject, Schema(schema_str, "AVRO"))
+                with _registry_errors(subject, "registering"):
+                    schema_id = self._registry.register_schema(subject, Schema(schema_str, "AVRO"))
             except SchemaRegistryError as error:
-                if error.http_status_code == 409:
-                    raise SchemaIncompatibleError(
-                        f"the registry refused the schema for subject {subject} as incompatible under "
-                        f"{COMPATIBILITY} ({error.error_message}); evolve schemas only by adding fields with "
-                        "defaults, or write to a new topic"
-                    ) from error
-                raise RegistryUnreachableError(
-                    f"schema registry error for subject {subject}: HTTP {error.http_status_code} {error.error_message}"
-                ) from error
-            except Exception as error:  # connection refused, DNS, timeouts: httpx raises its own types
-                raise RegistryUnreachableError(
-                    f"the schema registry did not answer while registering {subject} ({type(error).__name__}: "
-                    f"{error}); check kafka.schema_registry_url and that the registry runs"
+                raise SchemaIncompatibleError(
+                    f"the registry refused the schema for subject {subject} as incompatible under "
+                    f"{COMPATIBILITY} ({error.error_message}); evolve schemas only by adding fields with "
+                    "defaults, or write to a new topic"
                 ) from error
             self.schema_ids[topic] = schema_id
             self._serializers[topic] = AvroSerializer(
@@ -60,6 +76,20 @@ class TopicValueSerializers:
             )
             self._contexts[topic] = SerializationContext(topic, MessageField.VALUE)
         return dict(self.schema_ids)
+
+    def _ensure_compatibility(self, subject: str) -> None:
+        """Idempotent: peers starting together race to create the rule; the loser sees 409 and re-reads it."""
+        try:
+            self._registry.set_compatibility(subject_name=subject, level=COMPATIBILITY)
+        except SchemaRegistryError as error:
+            if error.http_status_code != 409:
+                raise
+            current = self._registry.get_compatibility(subject)
+            if current != COMPATIBILITY:
+                raise RegistryUnreachableError(
+                    f"subject {subject} has compatibility {current}, and setting {COMPATIBILITY} conflicted; "
+                    f"set it to {COMPATIBILITY} in the registry"
+                ) from error
 
     def serialize(self, topic: str, value: Mapping[str, Any] | None) -> bytes | None:
         """Confluent-framed Avro bytes; None stays None (a Kafka tombstone)."""

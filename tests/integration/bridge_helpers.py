@@ -120,12 +120,16 @@ def read_topic(
     deserializer = AvroDeserializer(SchemaRegistryClient({"url": stack.registry_url}))
     consumer = Consumer({"bootstrap.servers": stack.kafka_bootstrap, "group.id": f"read-{uuid.uuid4().hex}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})  # fmt: skip
-    metadata = consumer.list_topics(topic, timeout=10)
-    partitions = [TopicPartition(topic, p, 0) for p in metadata.topics[topic].partitions]
-    consumer.assign(partitions)
+    deadline = time.monotonic() + timeout
+    while True:  # the bridge creates its topics when it starts: wait until this one exists
+        metadata = consumer.list_topics(topic, timeout=10).topics[topic]
+        if metadata.error is None and metadata.partitions:
+            break
+        assert time.monotonic() < deadline, f"topic {topic} was never created"
+        time.sleep(0.2)
+    consumer.assign([TopicPartition(topic, p, 0) for p in metadata.partitions])
     messages: list[ReadMessage] = []
     context = SerializationContext(topic, MessageField.VALUE)
-    deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
             msg = consumer.poll(0.5)

@@ -199,3 +199,41 @@ def test_a_changed_partition_count_is_refused_at_start(stack: StackEndpoints, em
     time.sleep(2)  # let the broker's metadata catch up with the controller
     with pytest.raises(TopicPartitionMismatchError, match=f"topic {topic} has 3 partitions but 2 were recorded"):
         start_bridge(config, "w", threading.Event())
+
+
+def test_status_shows_a_live_cluster(stack: StackEndpoints, emulator: EmulatorServer) -> None:
+    import time
+
+    from cdcbridge.bridge.status import collect_status, render_text
+
+    ots = ots_client(emulator.url)
+    create_stream_table(ots, "watched", [("id", "INTEGER")])
+    config = bridge_config(stack, emulator.url, [{"name": "watched", "partitions": 2}])
+    for i in range(30):
+        ots.put_row("watched", Row([("id", i)], [("v", i)]), IGNORE)
+    shard = _shard_ids(emulator, "watched")[0]
+    _admin(emulator, "split", {"table": "watched", "shard_id": shard})
+    first, second = BridgeThread(config, "worker-a").start(), BridgeThread(config, "worker-b").start()
+    try:
+        read_topic(stack, f"{config.kafka.topic_prefix}.watched.mutation", until=lambda m: len(m) >= 30)
+        deadline = time.monotonic() + 60
+        while True:  # both children held, one by each worker, and nothing left behind
+            status = collect_status(config)
+            live = [s for s in status.shards if not s.finished]
+            if (len(live) == 2 and {s.owner for s in live} == {"worker-a", "worker-b"}
+                    and all(s.lag_records == 0 for s in status.shards)):  # fmt: skip
+                break
+            assert time.monotonic() < deadline, render_text(status)
+            time.sleep(1)
+    finally:
+        first.close()
+        second.close()
+    parent = next(s for s in status.shards if s.shard_id == shard)
+    assert parent.finished and parent.checkpoint == "SHARD_END"
+    assert all(s.parents == [shard] for s in live)
+    assert all(s.renewed_seconds_ago is not None and s.renewed_seconds_ago < 30 for s in live)
+    assert status.owners == {"worker-a": 1, "worker-b": 1}
+    topic = f"{config.kafka.topic_prefix}.watched.mutation"
+    assert [(t.topic, t.recorded_partitions, t.actual_partitions) for t in status.topics] == [(topic, 2, 2)]
+    text = render_text(status)
+    assert "worker-a" in text and "SHARD_END" in text and topic in text
