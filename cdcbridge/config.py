@@ -41,10 +41,10 @@ class TableConfig(BridgeTableFormat):
 
 class SourceConfig(_Section):
     endpoint: str = Field("http://127.0.0.1:8900", description="Tablestore endpoint (the emulator by default)")
-    instance: str = Field("cdcbridge", min_length=1)
-    access_key_id: SecretStr = SecretStr("emulator-id")
-    access_key_secret: SecretStr = SecretStr("emulator-secret")
-    sts_token: SecretStr | None = None
+    instance: str = Field("cdcbridge", min_length=1, description="Tablestore instance name")
+    access_key_id: SecretStr = Field(SecretStr("emulator-id"), description="use ${ENV} references, never literals")
+    access_key_secret: SecretStr = Field(SecretStr("emulator-secret"), description="use ${ENV} references")
+    sts_token: SecretStr | None = Field(None, description="STS security token for temporary credentials")
     region: str | None = Field(None, description="set to sign requests with V4 (e.g. cn-hangzhou)")
     check_crc: bool = Field(True, description="verify PlainBuffer CRCs of stream records")
     tables: tuple[TableConfig, ...] = Field(min_length=1)
@@ -78,14 +78,16 @@ class SecurityProtocol(StrEnum):
 class KafkaSecurity(_Section):
     """Passed through to confluent-kafka (and to Spark's Kafka source as `kafka.`-prefixed options)."""
 
-    protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+    protocol: SecurityProtocol = Field(
+        SecurityProtocol.PLAINTEXT, description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+    )
     sasl_mechanism: str | None = Field(None, description="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, ...")
-    sasl_username: str | None = None
-    sasl_password: SecretStr | None = None
-    ssl_ca_location: str | None = None
-    ssl_certificate_location: str | None = None
-    ssl_key_location: str | None = None
-    ssl_key_password: SecretStr | None = None
+    sasl_username: str | None = Field(None, description="SASL user")
+    sasl_password: SecretStr | None = Field(None, description="SASL password (use ${ENV})")
+    ssl_ca_location: str | None = Field(None, description="CA bundle to verify the brokers")
+    ssl_certificate_location: str | None = Field(None, description="client certificate (mutual TLS)")
+    ssl_key_location: str | None = Field(None, description="client key (mutual TLS)")
+    ssl_key_password: SecretStr | None = Field(None, description="password of the client key")
 
     def client_config(self) -> dict[str, str]:
         """librdkafka / Java client property names; secrets revealed only here, at the client boundary."""
@@ -106,7 +108,7 @@ class KafkaSecurity(_Section):
 class RegistryConfig(_Section):
     url: str = Field("http://127.0.0.1:8081/apis/ccompat/v7", description="Confluent-compatible API base URL")
     basic_auth_user_info: SecretStr | None = Field(None, description="user:password for HTTP basic auth")
-    ssl_ca_location: str | None = None
+    ssl_ca_location: str | None = Field(None, description="CA bundle to verify the registry")
 
     def client_config(self) -> dict[str, str]:
         config = {"url": self.url}
@@ -118,7 +120,7 @@ class RegistryConfig(_Section):
 
 
 class KafkaConfig(_Section):
-    bootstrap_servers: str = "127.0.0.1:9092"
+    bootstrap_servers: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers")
     topic_prefix: str = Field("cdc", description="topics are <prefix>.<table>.image / .mutation by default")
     replication_factor: int = Field(1, ge=1, description="replication of topics the bridge creates")
     producer: dict[str, str | int | float | bool] = Field(
@@ -143,7 +145,7 @@ class BadRecordPolicy(StrEnum):
 
 
 class ApplyConfig(_Section):
-    target: ApplyTarget = ApplyTarget.DELTA
+    target: ApplyTarget = Field(ApplyTarget.DELTA, description="delta, postgres or tablestore")
     delta_path: str = Field("./data/delta", description="root folder of the Delta tables (one per source table)")
     postgres_dsn: SecretStr | None = Field(None, description="libpq connection string for the postgres target")
     postgres_schema: str = Field(
@@ -160,11 +162,11 @@ class ApplyConfig(_Section):
     )
     checkpoint_location: str = Field("./data/apply-checkpoint", description="Spark streaming checkpoint folder")
     app_id: str = Field("cdcbridge-apply", description="id of this apply job in batch markers")
-    trigger_seconds: float = Field(5.0, gt=0)
-    max_offsets_per_trigger: int = Field(100_000, gt=0)
-    starting_offsets: str = Field("earliest", pattern=r"^(earliest|latest)$")
-    fail_on_data_loss: bool = True
-    on_bad_record: BadRecordPolicy = BadRecordPolicy.STOP
+    trigger_seconds: float = Field(5.0, gt=0, description="micro-batch interval of the streaming query")
+    max_offsets_per_trigger: int = Field(100_000, gt=0, description="messages per micro-batch at most")
+    starting_offsets: str = Field("earliest", pattern=r"^(earliest|latest)$", description="where a new job starts")
+    fail_on_data_loss: bool = Field(True, description="stop when Kafka lost messages the job had not read")
+    on_bad_record: BadRecordPolicy = Field(BadRecordPolicy.STOP, description="stop, or dead_letter")
     dead_letter_table: str = Field(
         "_dead_letters",
         pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
@@ -197,9 +199,9 @@ class ApplyConfig(_Section):
 
 class ObservabilityConfig(_Section):
     metrics_port: int | None = Field(None, ge=0, le=65535, description="Prometheus endpoint port (None: off)")
-    metrics_host: str = "127.0.0.1"
-    log_format: str = Field("text", pattern=r"^(text|json)$")
-    log_level: str = Field("INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$")
+    metrics_host: str = Field("127.0.0.1", description="address of the metrics endpoint")
+    log_format: str = Field("text", pattern=r"^(text|json)$", description="text or json")
+    log_level: str = Field("INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$", description="DEBUG, INFO, WARNING, ERROR")
 
 
 class BridgeConfig(_Section):
@@ -298,3 +300,52 @@ def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -
     except yaml.YAMLError as error:
         raise ConfigError(f"{path} is not valid YAML: {error}") from None
     return parse_config(data, origin=str(path), environ=environ)
+
+
+def reference_markdown() -> str:
+    """The configuration reference table for README.md, generated from the models (a test keeps them in sync)."""
+    from pydantic.fields import FieldInfo
+
+    rows = ["| key | default | description |", "|---|---|---|"]
+
+    def describe(model: type[BaseModel], prefix: str) -> None:
+        for name, info in model.model_fields.items():
+            key = f"{prefix}{name}"
+            annotation = info.annotation
+            nested = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+            if name == "tables":
+                rows.append(f"| `{key}` | (required) | list of tables; each entry has the keys below |")
+                describe(TableConfig, f"{key}[].")
+                continue
+            if nested is not None:
+                describe(nested, f"{key}.")
+                continue
+            rows.append(f"| `{key}` | {_default_text(info)} | {(info.description or '').replace('|', '/')} |")
+
+    def _default_text(info: FieldInfo) -> str:
+        if info.is_required():
+            return "(required)"
+        default = info.get_default(call_default_factory=True)
+        if isinstance(default, SecretStr):
+            return "(secret)"
+        if isinstance(default, StrEnum):
+            return f"`{default.value}`"
+        if isinstance(default, tuple) and default and isinstance(default[0], StrEnum):
+            return "`" + ", ".join(d.value for d in default) + "`"
+        return f"`{default}`" if default not in (None, {}, ()) else "-"
+
+    describe(BridgeConfig, "")
+    return "\n".join(rows)
+
+
+def update_readme(path: Path = Path("README.md")) -> None:
+    """Rewrite README.md's configuration reference section from the models."""
+    start, end = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
+    text = path.read_text()
+    path.write_text(
+        text[: text.index(start) + len(start)] + "\n" + reference_markdown() + "\n" + text[text.index(end) :]
+    )
+
+
+if __name__ == "__main__":
+    update_readme()

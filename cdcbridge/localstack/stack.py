@@ -47,12 +47,16 @@ def _emulator_answers(url: str) -> bool:
     return requests.get(f"{url}/_emulator/health", timeout=1).status_code == 200
 
 
-def start_emulator(state_dir: Path, host: str, port: int, data_dir: Path | None = None) -> ProcessRecord:
+def start_emulator(
+    state_dir: Path, host: str, port: int, data_dir: Path | None = None, *, increments_as_deltas: bool = False
+) -> ProcessRecord:
     require_free_port("Tablestore emulator", host, port)
     url = f"http://{host}:{port}"
     argv = [sys.executable, "-m", "cdcbridge", "emulator", "--host", host, "--port", str(port)]
     if data_dir is not None:
         argv += ["--data-dir", str(data_dir)]
+    if increments_as_deltas:
+        argv.append("--increments-as-deltas")
     return start_service("emulator", argv, state_dir=state_dir, endpoint=url, ready=lambda: _emulator_answers(url))
 
 
@@ -63,7 +67,10 @@ class LocalStack:
         self.state_dir = state_dir
         self.host = host
 
-    def up(self, ports: StackPorts | None = None, services: tuple[str, ...] = SERVICES) -> StackEndpoints:
+    def up(
+        self, ports: StackPorts | None = None, services: tuple[str, ...] = SERVICES, *,
+        increments_as_deltas: bool = False,
+    ) -> StackEndpoints:  # fmt: skip
         """Start what is not running yet; on any failure stop what this call started and re-raise."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         ports = (ports or StackPorts()).resolved(self.host)
@@ -79,7 +86,8 @@ class LocalStack:
                     started.append(start_registry(self.state_dir, self.host, ports.registry))
                 elif name == "emulator":
                     started.append(start_emulator(self.state_dir, self.host, ports.emulator,
-                                                  self.state_dir / "emulator-data"))  # fmt: skip
+                                                  self.state_dir / "emulator-data",
+                                                  increments_as_deltas=increments_as_deltas))  # fmt: skip
                 else:
                     raise StackError(f"unknown service {name!r}; known: {', '.join(SERVICES)}")
         except BaseException:
