@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-DEFAULT_RESULTS = Path("bench-results/results.json")
+DEFAULT_RESULTS = Path("benchmarks/results.json")
 
 
 def machine_description() -> dict[str, Any]:

@@ -23,6 +23,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from cdcbridge.bridge.processor import BridgeContext, BridgeProcessor
 from cdcbridge.bridge.row_lookup import SourceRowReader
 from cdcbridge.bridge.topic_record import TopicPartitionRecord
+from cdcbridge.bridge.worker_metrics import StatsPump
 from cdcbridge.config import BridgeConfig, ConfigError, TableConfig
 from cdcbridge.coordination.leases.tablestore_store import TablestoreLeaseStore
 from cdcbridge.coordination.stream.tablestore_access import TablestoreStreamAccess
@@ -33,6 +34,7 @@ from cdcbridge.kafka.errors import BrokerUnreachableError, RegistryUnreachableEr
 from cdcbridge.kafka.schemas import TopicValueSerializers
 from cdcbridge.kafka.sink import KafkaSink
 from cdcbridge.kafka.topics import TopicAdmin, TopicSpec
+from cdcbridge.observability.metrics import WorkerMetrics, start_metrics_server
 from cdcbridge.tablestore.client import StreamClient
 from cdcbridge.tablestore.connection import build_ots_client
 from cdcbridge.tablestore.errors import TableNotFoundError
@@ -172,6 +174,13 @@ def run_bridge(config: BridgeConfig, worker_id: str | None = None, stop: threadi
 
     threads = [threading.Thread(target=run_table, args=(rt,), name=f"worker-{rt.table.name}") for rt in runtime.tables]
     log.info("bridge worker %s running %d table(s)", worker_id, len(threads))
+    metrics = WorkerMetrics()
+    server = None
+    observability = config.observability
+    if observability.metrics_port is not None:
+        server = start_metrics_server(observability.metrics_port, observability.metrics_host, registry=metrics)
+        log.info("metrics at %s", server.url)
+    pump = StatsPump(metrics, {rt.table.name: rt.worker for rt in runtime.tables if rt.worker}, worker_id).start()
     for thread in threads:
         thread.start()
     try:
@@ -182,6 +191,9 @@ def run_bridge(config: BridgeConfig, worker_id: str | None = None, stop: threadi
         stop.set()
         for thread in threads:
             thread.join()
+        pump.stop()
+        if server is not None:
+            server.stop()
         if runtime.sink is not None:
             remaining = runtime.sink.close(30)
             if remaining:

@@ -237,3 +237,35 @@ def test_status_shows_a_live_cluster(stack: StackEndpoints, emulator: EmulatorSe
     assert [(t.topic, t.recorded_partitions, t.actual_partitions) for t in status.topics] == [(topic, 2, 2)]
     text = render_text(status)
     assert "worker-a" in text and "SHARD_END" in text and topic in text
+
+
+def test_a_worker_exposes_prometheus_metrics(stack: StackEndpoints, emulator: EmulatorServer) -> None:
+    import time
+
+    from cdcbridge.localstack.process import free_port
+
+    ots = ots_client(emulator.url)
+    create_stream_table(ots, "metered", [("id", "INTEGER")])
+    port = free_port()
+    config = bridge_config(stack, emulator.url, [{"name": "metered", "partitions": 1}])
+    config = config.model_copy(update={"observability": config.observability.model_copy(update={"metrics_port": port})})
+    for i in range(5):
+        ots.put_row("metered", Row([("id", i)], [("v", i)]), IGNORE)
+    bridge = BridgeThread(config, "metered-worker").start()
+    try:
+        read_topic(stack, f"{config.kafka.topic_prefix}.metered.mutation", until=lambda m: len(m) >= 5)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                    text = response.read().decode()
+            except OSError:
+                text = ""
+            if 'cdcbridge_leases_held{worker="metered-worker"} 1.0' in text:
+                break
+            assert time.monotonic() < deadline, text[-2000:]
+            time.sleep(0.5)
+    finally:
+        bridge.close()
+    assert 'cdcbridge_lease_events_total{event="taken"} 1.0' in text
+    assert "emulator-secret" not in text
