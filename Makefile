@@ -10,11 +10,14 @@ STAMP := $(VENV)/.installed-stamp
 
 setup: system-deps venv jvm
 
-# Java 17+ (Kafka, Spark), Maven (fetches the JVM artifacts), curl; installed only when missing.
+# Java 17+ (Kafka, Spark), Maven (fetches the JVM artifacts), PostgreSQL (the postgres apply target and its
+# tests), a C compiler (the optional PlainBuffer accelerator); installed only when missing.
 system-deps:
 	@missing=""; \
 	command -v java >/dev/null || missing="$$missing openjdk-17-jdk-headless"; \
 	command -v mvn >/dev/null || missing="$$missing maven"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v cc >/dev/null || missing="$$missing gcc"; \
 	command -v $(PYTHON) >/dev/null || command -v python3 >/dev/null || missing="$$missing python3 python3-venv"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \

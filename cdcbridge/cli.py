@@ -225,7 +225,7 @@ def emulator(host: str, port: int, data_dir: Path | None, access_key_id: str, ac
 @click.option(
     "--results",
     type=click.Path(path_type=Path),
-    default=Path("bench-results/results.json"),
+    default=Path("benchmarks/results.json"),
     show_default=True,
     help="JSON file the figures are written to.",
 )
@@ -265,6 +265,47 @@ def bench_decode(ctx: click.Context, records: int, implementation: str) -> None:
     )
 
 
+@bench.command("emulator")
+@click.option("--rows", default=50_000, show_default=True, help="Rows written with BatchWriteRow, then read back.")
+@click.pass_context
+def bench_emulator(ctx: click.Context, rows: int) -> None:
+    """The emulator: BatchWriteRow rows/s and GetStreamRecord records/s, through the SDK and server-side."""
+    from cdcbridge.bench.emulator import run_emulator_bench
+
+    figures = run_emulator_bench(rows=rows)
+    _report(ctx, "emulator", {k: v for k, v in figures.items() if not isinstance(v, dict | list)})
+
+
+@bench.command("failover")
+@click.option("--fast", is_flag=True, help="Short lease timings (4 s lease, 1 s take) instead of the defaults.")
+@click.option("--handoff-samples", default=3, show_default=True)
+@click.option("--failover-samples", default=2, show_default=True)
+@click.option("--seed", type=int, default=None)
+@click.pass_context
+def bench_failover(ctx: click.Context, fast: bool, handoff_samples: int, failover_samples: int,
+                   seed: int | None) -> None:  # fmt: skip
+    """Failover after kill -9, hand-off on SIGTERM, rebalance when a second worker joins 8 shards."""
+    from cdcbridge.bench.failover import run_failover_bench
+
+    figures = run_failover_bench(fast=fast, handoff_samples=handoff_samples, failover_samples=failover_samples,
+                                 seed=seed)  # fmt: skip
+    _report(ctx, "failover" + ("-fast" if fast else ""), figures)
+
+
+@bench.command("apply")
+@click.option("--batch-sizes", default="10000,100000", show_default=True, help="Records per micro-batch, comma list.")
+@click.option("--batches", default=3, show_default=True, help="Batches per size and target.")
+@click.option("--targets", default="delta,postgres", show_default=True)
+@click.pass_context
+def bench_apply(ctx: click.Context, batch_sizes: str, batches: int, targets: str) -> None:
+    """The apply job: records/s into Delta and PostgreSQL per batch size, and end-to-end freshness."""
+    from cdcbridge.bench.apply import run_apply_bench
+
+    figures = run_apply_bench(batch_sizes=tuple(int(s) for s in batch_sizes.split(",")), batches=batches,
+                              targets=tuple(targets.split(",")))  # fmt: skip
+    _report(ctx, "apply", {k: v for k, v in figures.items() if not isinstance(v, dict | list)})
+
+
 @bench.command("report")
 @click.option("--output", type=click.Path(path_type=Path), default=Path("BENCHMARKS.md"), show_default=True)
 @click.pass_context
@@ -276,20 +317,37 @@ def bench_report(ctx: click.Context, output: Path) -> None:
     click.echo(f"wrote {output}")
 
 
-@cli.command("demo")
-@click.option("--keys", default=200, show_default=True, help="Distinct rows the demo touches.")
-@click.option("--changes", default=5000, show_default=True, help="Changes generated.")
-@click.option("--keep-stack", is_flag=True, help="Leave the services running afterwards.")
-def demo(keys: int, changes: int, keep_stack: bool) -> None:
-    """Run the whole flow on the embedded default and check the target against the expected state."""
-    from cdcbridge.demo import run_demo
+@cli.command("apply")
+@_config_option
+@click.option("--once", is_flag=True, help="Apply what the topics hold now, then exit (availableNow trigger).")
+def apply(config_path: Path, once: bool) -> None:
+    """Run the Spark apply job: Kafka topics → dedup + ordered apply → the configured target."""
+    from cdcbridge.apply.job import run_apply
+    from cdcbridge.config import load_config
 
-    summary = run_demo(keys=keys, changes=changes, keep_stack=keep_stack)
+    config = load_config(config_path)
+    _configure_logging(config)
+    summary = run_apply(config, once=once, stop_event=None if once else _stop_on_sigterm())
+    for line in summary.lines():
+        click.echo(line)
+
+
+@cli.command("demo")
+@click.option("--rows", default=300, show_default=True, help="Distinct source rows the traffic touches.")
+@click.option("--operations", default=3000, show_default=True, help="Source operations to write.")
+@click.option("--keep", is_flag=True, help="Leave the services running and the work folder in place.")
+def demo(rows: int, operations: int, keep: bool) -> None:
+    """The whole flow on the embedded default: emulator → two bridge workers → Kafka → Spark → Delta, checked."""
+    from cdcbridge.demo import run_demo
+    from cdcbridge.observability.logs import configure_logging
+
+    configure_logging(level="WARNING")
+    summary = run_demo(rows=rows, operations=operations, keep=keep)
     click.echo("")
     for line in summary.lines():
         click.echo(line)
     if not summary.check_passed:
-        raise click.ClickException("the target does not equal the expected state (see the mismatches above)")
+        raise click.ClickException("the target does not equal the source (see the mismatches above)")
 
 
 def main() -> None:

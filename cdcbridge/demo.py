@@ -1,177 +1,323 @@
-"""`cdcbridge demo`: the main job on the embedded default, ending in a checked summary.
+"""`cdcbridge demo`: the whole flow on the embedded default, ending in a checked summary.
 
-Today's flow (it grows as the bridge lands): bring the local stack up, produce keyed Avro change messages through
-the schema registry into Kafka (updates and deletes of the same keys, some redelivered), run a Spark Structured
-Streaming job that decodes them with spark-avro and MERGEs them into a Delta table keeping only newer versions,
-then check the Delta table equals the expected final state row by row.
+Local stack (Kafka, Apicurio, the Tablestore emulator recording increments as deltas) → a source table with a
+stream → two bridge worker processes (`cdcbridge run`) → Kafka → the Spark apply job → Delta Lake. While traffic
+runs (puts, updates, increments, deletes, batch writes) a shard is split, its children are merged again, and one
+worker is killed with SIGKILL and restarted. Then the apply job runs until the target catches up, and the target
+is compared with the source row by row. Exit code 0 only if they are equal.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import signal
+import subprocess
+import sys
 import tempfile
 import time
-from dataclasses import dataclass
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import click
+import yaml
 
 from cdcbridge.localstack.stack import LocalStack, StackEndpoints, StackPorts
 
-CHANGE_SCHEMA = json.dumps(
-    {
-        "type": "record",
-        "name": "DemoChange",
-        "namespace": "io.cdcbridge.demo",
-        "fields": [
-            {"name": "id", "type": "long"},
-            {"name": "version", "type": "long"},
-            {"name": "deleted", "type": "boolean", "default": False},
-            {"name": "balance", "type": ["null", "long"], "default": None},
-        ],
-    }
-)
+TABLE = "accounts"
+PRIMARY_KEY = [("region", "STRING"), ("id", "INTEGER")]
+REGIONS = ("eu", "us", "ap")
 
 
 @dataclass
 class DemoSummary:
-    messages: int
-    redelivered: int
-    keys: int
-    rows_in_target: int
-    seconds: float
-    check_passed: bool
-    mismatches: list[str]
+    operations: int = 0
+    rows_in_source: int = 0
+    rows_in_target: int = 0
+    messages_in_kafka: int = 0
+    stream_records: int = 0
+    traffic_seconds: float = 0.0
+    catch_up_seconds: float = 0.0
+    apply_runs: int = 0
+    duplicates_absorbed: int = 0
+    events: list[str] = field(default_factory=list)
+    mismatches: list[str] = field(default_factory=list)
+
+    @property
+    def check_passed(self) -> bool:
+        return not self.mismatches and self.rows_in_source > 0
 
     def lines(self) -> list[str]:
         return [
-            f"messages produced   {self.messages} ({self.redelivered} deliberate redeliveries)",
-            f"keys touched        {self.keys}",
-            f"rows in Delta       {self.rows_in_target}",
-            f"apply throughput    {self.messages / self.seconds:,.0f} msg/s over {self.seconds:.1f}s",
-            "check               " + ("PASSED: target equals expected state" if self.check_passed else "FAILED"),
+            f"source operations      {self.operations} in {self.traffic_seconds:.1f}s "
+            f"({self.operations / max(self.traffic_seconds, 1e-9):,.0f} ops/s)",
+            *(f"  event: {event}" for event in self.events),
+            f"stream records         {self.stream_records} (one per row mutation, over every shard)",
+            f"messages in Kafka      {self.messages_in_kafka} on the mutation topic: "
+            f"{self.messages_in_kafka - self.stream_records} redelivered after the kill (at-least-once)",
+            f"duplicates absorbed    {self.duplicates_absorbed} (redelivered or already applied operations)",
+            f"apply catch-up         {self.catch_up_seconds:.1f}s over {self.apply_runs} run(s) of the apply job",
+            f"rows: source {self.rows_in_source}, target {self.rows_in_target}",
+            "check                  "
+            + ("PASSED: the Delta table equals the source table row by row" if self.check_passed else "FAILED"),
             *(f"  mismatch: {m}" for m in self.mismatches[:10]),
         ]
 
 
-def _generate_changes(keys: int, changes: int, seed: int) -> tuple[list[dict], dict[int, int]]:
-    """Random balance updates and deletes per key, in version order, plus some redeliveries of earlier ones."""
+def _admin(emulator_url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(
+        f"{emulator_url}/_emulator/{path}", data=json.dumps(body).encode(), method="POST",
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def _write_config(work: Path, endpoints: StackEndpoints) -> Path:
+    config = {
+        "source": {
+            "endpoint": endpoints.emulator_url,
+            "instance": "cdcbridge",
+            "tables": [{"name": TABLE, "formats": ["RECORD_IMAGE", "MUTATE_LOG"], "partitions": 4}],
+        },
+        "coordination": {
+            "status_table": "cdcbridge_status",
+            "lease_duration_seconds": 6.0,
+            "renew_interval_seconds": 2.0,
+            "take_interval_seconds": 2.0,
+            "shard_sync_interval_seconds": 2.0,
+            "parent_poll_interval_seconds": 0.5,
+            "handoff_timeout_seconds": 10.0,
+            "idle_fetch_interval_seconds": 0.1,
+        },
+        "kafka": {
+            "bootstrap_servers": endpoints.kafka_bootstrap,
+            "topic_prefix": "demo",
+            "schema_registry": {"url": endpoints.registry_url},
+        },
+        "apply": {
+            "target": "delta",
+            "delta_path": str(work / "delta"),
+            "checkpoint_location": str(work / "apply-checkpoint"),
+            "prefer_format": "MUTATE_LOG",
+        },
+        "observability": {"log_level": "INFO"},
+    }
+    path = work / "cdcbridge.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+class WorkerProcess:
+    """A `cdcbridge run` process with its log in the work folder."""
+
+    def __init__(self, config: Path, worker_id: str, work: Path) -> None:
+        self.config, self.worker_id, self.work = config, worker_id, work
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        log = (self.work / f"{self.worker_id}.log").open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "cdcbridge", "run", "--config", str(self.config), "--worker-id", self.worker_id],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def _traffic(ots: Any, rows: int, operations: int, seed: int, milestones: dict[int, Callable[[], None]]) -> int:
+    """Random puts, updates (put / delete a column), increments, deletes and batch writes over `rows` keys."""
+    from tablestore import BatchWriteRowRequest, Condition, PutRowItem, Row, RowExistenceExpectation
+    from tablestore import TableInBatchWriteRowItem as BatchItem
+
     rng = random.Random(seed)
-    versions = dict.fromkeys(range(keys), 0)
-    state: dict[int, int] = {}
-    messages: list[dict] = []
-    for _ in range(changes):
-        key = rng.randrange(keys)
-        versions[key] += 1
-        if key in state and rng.random() < 0.15:
-            messages.append({"id": key, "version": versions[key], "deleted": True, "balance": None})
-            del state[key]
+    ignore = Condition(RowExistenceExpectation.IGNORE)
+    keys = [[("region", REGIONS[i % len(REGIONS)]), ("id", i)] for i in range(rows)]
+    done = 0
+    while done < operations:
+        if done in milestones:
+            milestones.pop(done)()
+        key = rng.choice(keys)
+        choice = rng.random()
+        if choice < 0.30:
+            columns = [("owner", f"user-{rng.randrange(1000)}"), ("balance", rng.randrange(1000)),
+                       ("score", rng.random() * 100), ("vip", rng.random() < 0.2)]  # fmt: skip
+            ots.put_row(TABLE, Row(key, columns), ignore)
+        elif choice < 0.50:
+            ots.update_row(TABLE, Row(key, {"put": [("note", f"n{rng.randrange(100)}")], "delete_all": ["score"]}),
+                           ignore)  # fmt: skip
+        elif choice < 0.80:
+            ots.update_row(TABLE, Row(key, {"increment": [("balance", rng.randrange(1, 50))]}), ignore)
+        elif choice < 0.90:
+            ots.delete_row(TABLE, Row(key), ignore)
         else:
-            state[key] = rng.randrange(1_000_000)
-            messages.append({"id": key, "version": versions[key], "deleted": False, "balance": state[key]})
-    return messages, state
+            batch = BatchWriteRowRequest()
+            items = [PutRowItem(Row(k, [("owner", "batch"), ("balance", rng.randrange(100))]), ignore)
+                     for k in rng.sample(keys, 10)]  # fmt: skip
+            batch.add(BatchItem(TABLE, items))
+            ots.batch_write_row(batch)
+        done += 1
+    return done
 
 
-def _produce(endpoints: StackEndpoints, topic: str, messages: list[dict]) -> None:
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
-    from confluent_kafka.schema_registry import SchemaRegistryClient
-    from confluent_kafka.schema_registry.avro import AvroSerializer
-    from confluent_kafka.serialization import MessageField, SerializationContext
+def _source_rows(ots: Any) -> dict[tuple, dict[str, Any]]:
+    from tablestore import INF_MAX, INF_MIN
 
-    admin = AdminClient({"bootstrap.servers": endpoints.kafka_bootstrap})  # must outlive the future below
-    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
-    serializer = AvroSerializer(SchemaRegistryClient({"url": endpoints.registry_url}), CHANGE_SCHEMA)
-    producer = Producer({"bootstrap.servers": endpoints.kafka_bootstrap, "enable.idempotence": True, "acks": "all"})
-    context = SerializationContext(topic, MessageField.VALUE)
-    for message in messages:
-        producer.produce(topic, key=str(message["id"]).encode(), value=serializer(message, context))
-        producer.poll(0)
-    if producer.flush(60) != 0:
-        raise click.ClickException("Kafka did not acknowledge every demo message within 60s")
+    rows: dict[tuple, dict[str, Any]] = {}
+    start: Any = [("region", INF_MIN), ("id", INF_MIN)]
+    end = [("region", INF_MAX), ("id", INF_MAX)]
+    while start:
+        _, start, page, _ = ots.get_range(TABLE, "FORWARD", start, end, max_version=1)
+        for row in page:
+            pk = tuple(value for _, value in row.primary_key)
+            rows[pk] = {name: value for name, value, _ in row.attribute_columns}
+    return rows
 
 
-def _apply_with_spark(endpoints: StackEndpoints, topic: str, delta_path: str, checkpoint: str) -> list[tuple]:
-    from confluent_kafka.schema_registry import SchemaRegistryClient
-    from delta.tables import DeltaTable
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-    from pyspark.sql.avro.functions import from_avro
+def _target_rows(spark: Any, path: Path) -> dict[tuple, dict[str, Any]]:
+    frame = spark.read.format("delta").load(str(path)).where("not _deleted")
+    attributes = [c for c in frame.columns if not c.startswith("_") and c not in ("region", "id")]
+    rows = {}
+    for row in frame.collect():
+        values = row.asDict()
+        rows[(values["region"], values["id"])] = {c: values[c] for c in attributes if values[c] is not None}
+    return rows
 
+
+def _compare(source: dict, target: dict) -> list[str]:
+    mismatches = []
+    for key in sorted(set(source) | set(target), key=str):
+        expected, actual = source.get(key), target.get(key)
+        if expected is not None and actual is not None:
+            expected = {k: round(v, 9) if isinstance(v, float) else v for k, v in expected.items()}
+            actual = {k: round(v, 9) if isinstance(v, float) else v for k, v in actual.items()}
+        if expected != actual:
+            mismatches.append(f"{key}: source {expected}, target {actual}")
+    return mismatches
+
+
+def _stream_records(streams: Any, stream_id: str) -> int:
+    """Every record of every shard (the ground truth the Kafka count is compared with)."""
+    total = 0
+    for shard in streams.list_all_shards(stream_id):
+        iterator = streams.get_shard_iterator(stream_id, shard.shard_id)
+        while iterator:
+            page = streams.get_stream_record(iterator, 1000)
+            total += len(page.records)
+            if not page.records:
+                break
+            iterator = page.next_shard_iterator
+    return total
+
+
+def _messages_in(endpoints: StackEndpoints, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": endpoints.kafka_bootstrap, "group.id": "demo-count"})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions)
+    finally:
+        consumer.close()
+
+
+def run_demo(*, rows: int = 300, operations: int = 3000, seed: int = 7, keep: bool = False,
+             timeout: float = 300.0) -> DemoSummary:  # fmt: skip
+    from cdcbridge.apply.job import run_apply
     from cdcbridge.apply.spark_session import build_spark_session
+    from cdcbridge.config import load_config
+    from cdcbridge.tablestore import StreamClient, build_ots_client
 
-    writer_schema = SchemaRegistryClient({"url": endpoints.registry_url}).get_latest_version(f"{topic}-value")
-    spark = build_spark_session("cdcbridge-demo")
-    try:
-        spark.createDataFrame([], "id long, version long, deleted boolean, balance long").write.format("delta").save(
-            delta_path
-        )
-        target = DeltaTable.forPath(spark, delta_path)
-
-        def merge_batch(batch, batch_id: int) -> None:
-            latest = (
-                batch.withColumn("rn", F.row_number().over(Window.partitionBy("id").orderBy(F.desc("version"))))
-                .where("rn = 1")
-                .drop("rn")
-            )
-            (
-                target.alias("t")
-                .merge(latest.alias("s"), "t.id = s.id")
-                .whenMatchedUpdateAll(condition="s.version > t.version")
-                .whenNotMatchedInsertAll()
-                .execute()
-            )
-
-        stream = (
-            spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", endpoints.kafka_bootstrap)
-            .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", 2000)
-            .load()
-            .select(
-                from_avro(F.expr("substring(value, 6, length(value) - 5)"), writer_schema.schema.schema_str).alias("c")
-            )
-            .select("c.*")
-        )
-        query = (
-            stream.writeStream.foreachBatch(merge_batch)
-            .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
-        rows = spark.read.format("delta").load(delta_path).where("not deleted").collect()
-        return [(r.id, r.balance) for r in rows]
-    finally:
-        spark.stop()
-
-
-def run_demo(*, keys: int = 200, changes: int = 5000, seed: int = 7, keep_stack: bool = False) -> DemoSummary:
     work = Path(tempfile.mkdtemp(prefix="cdcbridge-demo-"))
+    summary = DemoSummary()
     stack = LocalStack(work / "stack")
-    click.echo(f"starting Kafka and Apicurio Registry (state in {work})")
-    endpoints = stack.up(StackPorts(0, 0, 0, 0), services=("kafka", "registry"))
+    click.echo(f"starting Kafka, Apicurio Registry and the Tablestore emulator (work folder {work})")
+    endpoints = stack.up(StackPorts(0, 0, 0, 0), increments_as_deltas=True)
+    workers: list[WorkerProcess] = []
     try:
-        messages, expected = _generate_changes(keys, changes, seed)
-        rng = random.Random(seed + 1)
-        redelivered = rng.sample(messages, k=len(messages) // 10)
-        topic = "demo.accounts.changes"
-        click.echo(f"producing {len(messages) + len(redelivered)} Avro messages to {topic}")
-        _produce(endpoints, topic, messages + redelivered)
-        click.echo("applying with Spark Structured Streaming into Delta Lake")
+        assert endpoints.emulator_url is not None
+        ots = build_ots_client(endpoints.emulator_url, "cdcbridge", "emulator-id", "emulator-secret")
+        from tablestore import CapacityUnit, ReservedThroughput, TableMeta, TableOptions
+
+        streams = StreamClient(ots)
+        streams.create_table_with_stream(
+            TableMeta(TABLE, PRIMARY_KEY), TableOptions(time_to_live=-1, max_version=1),
+            ReservedThroughput(CapacityUnit(0, 0)), 24,
+        )  # fmt: skip
+        stream_id = streams.describe_table_stream(TABLE).stream_id
+        config_path = _write_config(work, endpoints)
+        config = load_config(config_path)
+        click.echo("starting two bridge workers (cdcbridge run)")
+        workers = [WorkerProcess(config_path, f"demo-worker-{i}", work) for i in (1, 2)]
+        for worker in workers:
+            worker.start()
+
+        children: list[str] = []
+
+        def split() -> None:
+            shard = streams.list_all_shards(stream_id)[0].shard_id
+            children.extend(_admin(endpoints.emulator_url, "split", {"table": TABLE, "shard_id": shard})["children"])
+            summary.events.append(f"split {shard} into {', '.join(children)}")
+
+        def kill() -> None:
+            workers[0].kill()
+            summary.events.append(f"killed {workers[0].worker_id} with SIGKILL")
+
+        def restart() -> None:
+            workers[0].start()
+            summary.events.append(f"restarted {workers[0].worker_id}")
+
+        def merge() -> None:
+            body = {"table": TABLE, "shard_id": children[0], "sibling_shard_id": children[1]}
+            child = _admin(endpoints.emulator_url, "merge", body)["child"]
+            summary.events.append(f"merged {children[0]} and {children[1]} into {child}")
+
+        milestones = {operations * 3 // 10: split, operations // 2: kill, operations * 6 // 10: restart,
+                      operations * 7 // 10: merge}  # fmt: skip
+        click.echo(f"writing {operations} operations over {rows} rows (split, kill -9, restart and merge midway)")
         started = time.monotonic()
-        rows = _apply_with_spark(endpoints, topic, str(work / "delta" / "accounts"), str(work / "checkpoint"))
-        seconds = time.monotonic() - started
-        actual = dict(rows)
-        mismatches = [
-            f"id {k}: expected {expected.get(k)}, target has {actual.get(k)}"
-            for k in sorted(set(expected) | set(actual))
-            if expected.get(k) != actual.get(k)
-        ]
-        return DemoSummary(len(messages) + len(redelivered), len(redelivered), len(expected), len(rows), seconds,
-                           not mismatches, mismatches)  # fmt: skip
+        summary.operations = _traffic(ots, rows, operations, seed, milestones)
+        summary.traffic_seconds = time.monotonic() - started
+
+        click.echo("running the Spark apply job into Delta Lake until the target equals the source")
+        source = _source_rows(ots)
+        spark = build_spark_session("cdcbridge-demo")
+        started = time.monotonic()
+        try:
+            while True:
+                result = run_apply(config, once=True, spark=spark)
+                summary.apply_runs += 1
+                stats = result.report.stats
+                summary.duplicates_absorbed += stats.duplicates + stats.stale
+                table_path = Path(config.apply.delta_path) / TABLE
+                target = _target_rows(spark, table_path) if table_path.exists() else {}
+                summary.mismatches = _compare(source, target)
+                if not summary.mismatches or time.monotonic() - started > timeout:
+                    break
+                time.sleep(2)
+        finally:
+            spark.stop()
+        summary.catch_up_seconds = time.monotonic() - started
+        summary.rows_in_source, summary.rows_in_target = len(source), len(target)
+        summary.messages_in_kafka = _messages_in(endpoints, f"demo.{TABLE}.mutation")
+        summary.stream_records = _stream_records(streams, stream_id)
+        return summary
     finally:
-        if not keep_stack:
+        for worker in workers:
+            worker.stop()
+        if not keep:
             stack.down()

@@ -1,0 +1,71 @@
+"""The target interface: where folded rows go. One small class per store (Delta, PostgreSQL, Tablestore).
+
+Per micro-batch the job asks a target for the batch marker of each table (skip a table the batch already
+reached), reads the current rows of the batch's keys, folds, lets the target refuse rows it cannot store (e.g. a
+type conflict in a typed column), then hands it one :class:`TargetBatch` to write with the guard: a row is
+written only if its ``_seq`` is greater than the stored one (or nothing is stored), so a concurrent or repeated
+writer can never move a row backwards. The rows, the dead letters and the marker of a table go in one atomic
+unit (a Delta commit, a PostgreSQL transaction); a target that has no such unit (Tablestore) writes the marker
+last and relies on the guard for a batch cut short.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from cdcbridge.apply.marker import BatchMarker
+from cdcbridge.apply.model import PrimaryKey, TargetRow
+from cdcbridge.apply.policy import DeadLetter
+
+
+@dataclass(frozen=True)
+class TargetBatch:
+    """What one micro-batch writes: changed rows per table, dead letters, and the marker to store with them."""
+
+    marker: BatchMarker
+    rows: Mapping[str, Sequence[TargetRow]] = field(default_factory=dict)
+    dead_letters: Sequence[DeadLetter] = ()
+
+    @property
+    def row_count(self) -> int:
+        return sum(len(rows) for rows in self.rows.values())
+
+
+class ApplyTarget(ABC):
+    """A store the apply job writes to (see the module docstring for the protocol)."""
+
+    #: Short name used in logs and the summary.
+    name = "target"
+
+    def prepare(self, tables: Collection[str]) -> None:  # noqa: B027 - optional hook
+        """Connect and create what does not depend on the data (progress tables); called once at start."""
+
+    @abstractmethod
+    def read_marker(self, table: str, app_id: str) -> BatchMarker | None:
+        """The last batch of `app_id` committed for `table` (a target with one marker for all tables ignores
+        `table`), or None."""
+
+    @abstractmethod
+    def read_rows(self, table: str, keys: Collection[PrimaryKey]) -> dict[PrimaryKey, TargetRow]:
+        """The stored rows among `keys` (soft-deleted rows included); absent keys are left out."""
+
+    @abstractmethod
+    def write(self, batch: TargetBatch) -> int:
+        """Write the batch with the ``_seq`` guard, its dead letters and its marker; returns rows written."""
+
+    def pk_names(self, table: str) -> tuple[str, ...] | None:
+        """Primary-key column names of `table` if the target already holds it (names a bare tombstone's key)."""
+        return None
+
+    def refused_rows(self, table: str, rows: Sequence[TargetRow]) -> dict[PrimaryKey, str]:
+        """Rows the target cannot store, with the reason (default: it stores any row)."""
+        return {}
+
+    def purge_deleted(self, table: str, horizon_ms: int) -> int:
+        """Remove soft-deleted rows whose delete is older than `horizon_ms`; returns how many (default: none)."""
+        return 0
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""

@@ -1,0 +1,259 @@
+"""Apply-job benchmark: records/s from Kafka into Delta and into PostgreSQL, and end-to-end freshness.
+
+Throughput: a MUTATE_LOG stream (puts, updates, increments, deletes; runs re-sent as after bridge restarts, about
+15 % duplicates) is produced first, then the job runs with ``availableNow`` and ``maxOffsetsPerTrigger`` = the
+batch size. The figure per batch size is the median of ``messages / seconds`` over the full-size batches after
+the first (the first pays for JVM warm-up and table creation; it is reported separately), plus the phase split
+of the batches (decode: Spark decoding and the driver's validation, overlapped; read; fold; write).
+
+Freshness: the job runs continuously (1 s trigger) while records are produced at a fixed rate; for every message
+the time from its send to the commit of the target write that made its row reach (or pass) its seq is taken, and
+p50/p95 reported. Everything runs on this machine: Kafka and the registry (a LocalStack started here unless
+endpoints are given), PostgreSQL (a throw-away server), Spark local[2].
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Collection, Sequence
+from pathlib import Path
+from typing import Any
+
+from cdcbridge.apply.job import ApplySummary, run_apply
+from cdcbridge.apply.marker import BatchMarker
+from cdcbridge.apply.model import PrimaryKey, TargetRow
+from cdcbridge.apply.targets.base import ApplyTarget, TargetBatch
+from cdcbridge.bench.apply_workload import (
+    OutgoingMessage,
+    WorkloadProducer,
+    bridge_messages,
+    ensure_topics,
+    formats_of,
+    generate_records,
+    produce_messages,
+    with_redeliveries,
+)
+from cdcbridge.config import BridgeConfig, parse_config
+from cdcbridge.formats import BridgeTableFormat
+from cdcbridge.formats.keys import decode_key
+
+TABLE = "bench_rows"
+PHASES = ("seconds_decode", "seconds_read", "seconds_fold", "seconds_write")
+
+
+class CommitClock(ApplyTarget):
+    """Wraps a target and notes when each written row (with its seq) became visible."""
+
+    def __init__(self, inner: ApplyTarget) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.commits: list[tuple[float, list[tuple[PrimaryKey, str | None]]]] = []
+
+    def prepare(self, tables: Collection[str]) -> None:
+        self.inner.prepare(tables)
+
+    def read_marker(self, table: str, app_id: str) -> BatchMarker | None:
+        return self.inner.read_marker(table, app_id)
+
+    def read_rows(self, table: str, keys: Collection[PrimaryKey]) -> dict[PrimaryKey, TargetRow]:
+        return self.inner.read_rows(table, keys)
+
+    def pk_names(self, table: str) -> tuple[str, ...] | None:
+        return self.inner.pk_names(table)
+
+    def refused_rows(self, table: str, rows: Sequence[TargetRow]) -> dict[PrimaryKey, str]:
+        return self.inner.refused_rows(table, rows)
+
+    def write(self, batch: TargetBatch) -> int:
+        written = self.inner.write(batch)
+        rows = [(row.pk, row.seq) for rows in batch.rows.values() for row in rows]
+        self.commits.append((time.time(), rows))
+        return written
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _config(endpoints: dict[str, str], prefix: str, work: Path, target: str, dsn: str | None, **apply: Any):
+    return parse_config(
+        {
+            "source": {"tables": [{"name": TABLE, "formats": ["MUTATE_LOG"], "partitions": 4}]},
+            "kafka": {"bootstrap_servers": endpoints["kafka"], "topic_prefix": prefix,
+                      "schema_registry": {"url": endpoints["registry"]}},
+            "apply": {"target": target, "postgres_dsn": dsn, "postgres_schema": prefix,
+                      "delta_path": str(work / prefix / "delta"),
+                      "checkpoint_location": str(work / prefix / "checkpoint"),
+                      "app_id": f"{prefix}-{target}", **apply},
+        },
+        environ={},
+    )  # fmt: skip
+
+
+def _stream(prefix: str, records: int, seed: int) -> list[OutgoingMessage]:
+    recs = generate_records(TABLE, keys=max(records // 2, 1), records=records, seed=seed)
+    messages, _ = bridge_messages(recs, BridgeTableFormat(), topic_prefix=prefix)
+    return with_redeliveries(messages, seed=seed, fraction=0.1)
+
+
+def _produce(endpoints: dict[str, str], messages: list[OutgoingMessage]) -> float:
+    client = {"bootstrap.servers": endpoints["kafka"]}
+    ensure_topics(client, {m.topic for m in messages}, 4)
+    started = time.perf_counter()
+    produce_messages(client, endpoints["registry"], messages)
+    return time.perf_counter() - started
+
+
+def _throughput_figures(summary: ApplySummary, batch_size: int) -> dict[str, Any]:
+    rates = [messages / seconds for _, messages, seconds in summary.batch_times[1:] if messages >= batch_size * 0.9]
+    first = summary.batch_times[0] if summary.batch_times else (0, 0, 0.0)
+    figures: dict[str, Any] = {
+        "rec_per_s": round(statistics.median(rates)) if rates else None,
+        "batches_measured": len(rates),
+        "first_batch_rec_per_s": round(first[1] / first[2]) if first[2] else None,
+        "messages": summary.report.stats.messages,
+        "run_seconds": round(summary.seconds, 1),
+    }
+    total = sum(getattr(summary.report, phase) for phase in PHASES) or 1.0
+    figures["phase_share"] = {
+        phase.removeprefix("seconds_"): round(getattr(summary.report, phase) / total, 2) for phase in PHASES
+    }
+    return figures
+
+
+def _measure_throughput(spark: Any, endpoints: dict, work: Path, target: str, dsn: str | None, batch_size: int,
+                        batches: int, seed: int) -> dict[str, Any]:  # fmt: skip
+    prefix = f"bench{int(time.time() * 1000) % 10**9}"
+    produced = _produce(endpoints, _stream(prefix, batch_size * batches, seed))
+    config = _config(endpoints, prefix, work, target, dsn, max_offsets_per_trigger=batch_size)
+    summary = run_apply(config, once=True, spark=spark)
+    figures = _throughput_figures(summary, batch_size)
+    figures["produce_seconds"] = round(produced, 1)
+    return figures
+
+
+def _measure_freshness(spark: Any, endpoints: dict, work: Path, target: str, dsn: str | None, *, rate: int,
+                       seconds: float, seed: int) -> dict[str, Any]:  # fmt: skip
+    prefix = f"fresh{int(time.time() * 1000) % 10**9}"
+    messages = _stream(prefix, int(rate * seconds), seed)
+    client = {"bootstrap.servers": endpoints["kafka"]}
+    ensure_topics(client, {m.topic for m in messages}, 4)
+    producer = WorkloadProducer(client, endpoints["registry"], formats_of(messages))
+    producer.send(messages[:1])
+    producer.flush()
+    config: BridgeConfig = _config(endpoints, prefix, work, target, dsn, trigger_seconds=1.0)
+    from cdcbridge.apply.targets.factory import build_target
+
+    clock = CommitClock(build_target(config, spark))
+    stop = threading.Event()
+    job = threading.Thread(target=run_apply, args=(config,), kwargs={"stop_event": stop, "spark": spark,
+                                                                      "target": clock}, daemon=True)  # fmt: skip
+    job.start()
+    warm_until = time.time() + 60
+    while not clock.commits and time.time() < warm_until:  # the query started and applied the first message
+        time.sleep(0.2)
+    sent: list[tuple[float, OutgoingMessage]] = []
+    started = time.time()
+    chunk = max(rate // 20, 1)
+    for index in range(1, len(messages), chunk):
+        part = messages[index : index + chunk]
+        sent.extend((time.time(), message) for message in part)
+        producer.send(part)
+        time.sleep(max(0.0, started + (index + chunk) / rate - time.time()))
+    producer.flush()
+    deadline = time.time() + 120
+    latencies = _latencies(sent, clock)
+    while len(latencies) < len(sent) and time.time() < deadline:
+        time.sleep(1)
+        latencies = _latencies(sent, clock)
+    stop.set()
+    job.join(120)
+    if not latencies:
+        return {"messages": len(sent), "visible": 0}
+    ordered = sorted(latencies)
+    return {
+        "messages": len(sent),
+        "visible": len(latencies),
+        "rate_per_s": rate,
+        "p50_s": round(ordered[len(ordered) // 2], 2),
+        "p95_s": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], 2),
+    }
+
+
+def _latencies(sent: list[tuple[float, OutgoingMessage]], clock: CommitClock) -> list[float]:
+    """Per sent message: commit time of the first write that brought its row to (or past) its seq."""
+    visible: dict[tuple, list[tuple[float, str]]] = {}
+    for at, rows in list(clock.commits):
+        for pk, seq in rows:
+            visible.setdefault(tuple(value for _, value in pk), []).append((at, seq or ""))
+    out = []
+    for sent_at, message in sent:
+        assert message.value is not None
+        key = tuple(decode_key(message.key))
+        seq = message.value["seq"]["seq_key"]
+        for at, row_seq in visible.get(key, ()):
+            if row_seq >= seq:
+                out.append(max(0.0, at - sent_at))
+                break
+    return out
+
+
+def run_apply_bench(
+    *,
+    batch_sizes: tuple[int, ...] = (10_000, 100_000),
+    batches: int = 3,
+    targets: tuple[str, ...] = ("delta", "postgres"),
+    freshness_rate: int = 500,
+    freshness_seconds: float = 20.0,
+    endpoints: dict[str, str] | None = None,
+    seed: int = 5,
+) -> dict[str, Any]:
+    """Measure apply throughput per target and batch size, and freshness into Delta; returns flat figures
+    (``delta_100k_batches.rec_per_s``, ``delta_freshness.p95_s``, …)."""
+    from cdcbridge.apply.spark_session import build_spark_session
+    from cdcbridge.localstack.postgres import PostgresServer
+    from cdcbridge.localstack.stack import LocalStack, StackPorts
+
+    work = Path(tempfile.mkdtemp(prefix="cdcbridge-apply-bench-"))
+    stack = None
+    if endpoints is None:
+        stack = LocalStack(work / "stack")
+        up = stack.up(StackPorts(0, 0, 0, 0), services=("kafka", "registry"))
+        endpoints = {"kafka": up.kafka_bootstrap, "registry": up.registry_url}
+    postgres = PostgresServer().start() if "postgres" in targets else None
+    spark = build_spark_session("cdcbridge-bench-apply")
+    figures: dict[str, Any] = {}
+    try:
+        for target in targets:
+            dsn = postgres.dsn if postgres is not None else None
+            for size in batch_sizes:
+                label = f"{target}_{size // 1000}k_batches"
+                figures[label] = _measure_throughput(spark, endpoints, work, target, dsn, size, batches, seed)
+        if "delta" in targets and freshness_seconds > 0:
+            figures["delta_freshness"] = _measure_freshness(
+                spark, endpoints, work, "delta", None, rate=freshness_rate, seconds=freshness_seconds, seed=seed
+            )
+        figures["spark_master"] = spark.sparkContext.master
+        figures["cores"] = spark.sparkContext.defaultParallelism
+    finally:
+        spark.stop()
+        if postgres is not None:
+            postgres.stop()
+        if stack is not None:
+            stack.down()
+        shutil.rmtree(work, ignore_errors=True)
+    return flatten(figures)
+
+
+def flatten(figures: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """One level of ``name: value`` (nested names joined with ``.``), as the results table shows them."""
+    flat: dict[str, Any] = {}
+    for name, value in figures.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{name}."))
+        else:
+            flat[f"{prefix}{name}"] = value
+    return flat

@@ -1,0 +1,44 @@
+"""Runs the apply job in its own process for the kill test: optionally hangs right after the target committed
+batch N (before Spark commits the batch to its checkpoint), so the test can SIGKILL it there; with --continuous it
+runs until SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from cdcbridge.apply.job import run_apply
+from cdcbridge.apply.targets.delta import DeltaTarget
+from cdcbridge.config import BridgeConfig
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("config")
+    parser.add_argument("--hang-after-write", type=int, default=None)
+    parser.add_argument("--flag", default=None)
+    parser.add_argument("--continuous", action="store_true", help="run until SIGTERM instead of availableNow")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(name)s %(message)s")
+    config = BridgeConfig.model_validate_json(Path(args.config).read_text())
+    if args.hang_after_write is not None:
+        original = DeltaTarget.write
+
+        def write_then_hang(self, batch):
+            written = original(self, batch)
+            if batch.marker.batch_id >= args.hang_after_write:
+                Path(args.flag).write_text(str(batch.marker.batch_id))
+                time.sleep(3600)
+            return written
+
+        DeltaTarget.write = write_then_hang
+    summary = run_apply(config, once=not args.continuous)
+    print("\n".join(summary.lines()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

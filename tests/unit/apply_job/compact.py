@@ -1,0 +1,104 @@
+"""Test helpers: the compact JSON the Spark side renders (checked against real Spark in the integration tests),
+built here from the bridge's own envelope dicts, and the Kafka records that carry it."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from cdcbridge.apply.kafka_records import KafkaRecord
+from cdcbridge.apply.operations import MessageFormat
+from cdcbridge.bench.apply_workload import OutgoingMessage
+
+_TAGS = {"boolean": "z", "long": "l", "double": "d", "string": "s", "bytes": "b"}
+
+
+def _union(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    branch, raw = value
+    if branch == "bytes":
+        raw = base64.b64encode(raw).decode("ascii")
+    return {_TAGS[branch]: raw}
+
+
+def compact_json(value: dict[str, Any]) -> str:
+    """Spark's rendering of a bridge envelope (nulls left out, as to_json does)."""
+    compact: dict[str, Any] = {
+        "t": value["source"]["table"],
+        "s": value["seq"],
+        "ts": value["timestamp"],
+        "pk": [{"n": item["name"], "v": _union(item["value"])} for item in value["pk"]],
+        "d": value["row_deleted"],
+    }
+    if "cells" in value:
+        compact.update({"y": value["type"], "r": value["replace_row"]})
+        compact["c"] = [
+            {
+                k: v
+                for k, v in {
+                    "n": c["name"],
+                    "o": c["op"],
+                    "v": _union(c["value"]),
+                    "e": c["version"],
+                    "a": c["amount"],
+                }.items()
+                if v is not None
+            }
+            for c in value["cells"]
+        ]
+    else:
+        compact["p"] = value.get("partial", False)
+        compact["m"] = {
+            name: {k: v for k, v in {"v": _union(cell["value"]), "e": cell["version"]}.items() if v is not None}
+            for name, cell in value["columns"].items()
+        }
+    return json.dumps(compact)
+
+
+def kafka_records(
+    messages: Sequence[OutgoingMessage], *, partition: int = 0, first_offset: int = 0
+) -> list[KafkaRecord]:
+    """KafkaRecords for messages as if they were read from one partition per topic, in order."""
+    offsets: dict[str, int] = {}
+    records = []
+    for message in messages:
+        offset = offsets.get(message.topic, first_offset)
+        offsets[message.topic] = offset + 1
+        header = dict(message.headers).get("cdcbridge-seq-key")
+        if message.value is None:
+            records.append(
+                KafkaRecord(
+                    message.topic,
+                    partition,
+                    offset,
+                    message.key,
+                    tombstone=True,
+                    seq_key_header=header.decode() if header else None,
+                )
+            )
+            continue
+        message_format = MessageFormat.MUTATE_LOG if "cells" in message.value else MessageFormat.RECORD_IMAGE
+        records.append(
+            KafkaRecord(
+                message.topic,
+                partition,
+                offset,
+                message.key,
+                body=compact_json(message.value),
+                message_format=message_format,
+            )
+        )
+    return records
+
+
+def batches(records: Sequence[KafkaRecord], cuts: Iterable[int]) -> list[list[KafkaRecord]]:
+    """Split records at the given positions."""
+    out, start = [], 0
+    for cut in sorted(set(cuts)):
+        out.append(list(records[start:cut]))
+        start = cut
+    out.append(list(records[start:]))
+    return [batch for batch in out if batch]

@@ -1,0 +1,43 @@
+"""The apply benchmark's arithmetic: steady-state rate per batch size, freshness per message, flat figures."""
+
+from __future__ import annotations
+
+from cdcbridge.apply.job import ApplySummary
+from cdcbridge.apply.marker import BatchMarker
+from cdcbridge.apply.model import TargetRow
+from cdcbridge.apply.targets.base import TargetBatch
+from cdcbridge.bench.apply import CommitClock, _latencies, _throughput_figures, flatten
+from cdcbridge.bench.apply_workload import bridge_messages, generate_records
+from cdcbridge.formats import BridgeTableFormat
+
+from .memory_target import MemoryTarget
+
+
+def test_the_rate_is_the_median_of_full_batches_after_the_first() -> None:
+    summary = ApplySummary(batch_times=[(0, 1000, 10.0), (1, 1000, 1.0), (2, 1000, 2.0), (3, 1000, 4.0), (4, 10, 1.0)])
+    figures = _throughput_figures(summary, 1000)
+    assert figures["rec_per_s"] == 500 and figures["batches_measured"] == 3 and figures["first_batch_rec_per_s"] == 100
+
+
+def test_freshness_is_the_time_until_a_write_brings_the_row_to_the_messages_seq() -> None:
+    records = generate_records("t", keys=1, records=2, seed=0)
+    messages, _ = bridge_messages(records, BridgeTableFormat(), topic_prefix="p")
+    first, second = messages
+    clock = CommitClock(MemoryTarget())
+    pk = (("region", "r0"), ("id", 0))
+    clock.commits = [(105.0, [(pk, first.value["seq"]["seq_key"])]), (109.0, [(pk, second.value["seq"]["seq_key"])])]
+    assert _latencies([(100.0, first), (101.0, second)], clock) == [5.0, 8.0]
+    clock.commits = clock.commits[:1]
+    assert _latencies([(100.0, first), (101.0, second)], clock) == [5.0]
+
+
+def test_the_commit_clock_passes_writes_through() -> None:
+    inner = MemoryTarget()
+    clock = CommitClock(inner)
+    row = TargetRow("t", (("id", 1),), {}, seq="1")
+    assert clock.write(TargetBatch(BatchMarker("a", 0), {"t": [row]})) == 1
+    assert clock.read_marker("t", "a") == BatchMarker("a", 0) and clock.commits[0][1] == [((("id", 1),), "1")]
+
+
+def test_figures_are_flattened_for_the_results_table() -> None:
+    assert flatten({"a": {"b": 1, "c": {"d": 2}}, "e": 3}) == {"a.b": 1, "a.c.d": 2, "e": 3}

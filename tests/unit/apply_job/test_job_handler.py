@@ -1,0 +1,106 @@
+"""The job's batch handler around the applier: periodic purge with an injected clock, and the summary."""
+
+from __future__ import annotations
+
+from cdcbridge.apply.job import ApplySummary, _BatchHandler
+from cdcbridge.apply.routing import TopicRouting
+from cdcbridge.config import parse_config
+
+from .memory_target import MemoryTarget
+
+
+class PurgingTarget(MemoryTarget):
+    def __init__(self) -> None:
+        super().__init__()
+        self.purges: list[tuple[str, int]] = []
+
+    def purge_deleted(self, table: str, horizon_ms: int) -> int:
+        self.purges.append((table, horizon_ms))
+        return 2
+
+
+def test_soft_deleted_rows_are_purged_every_interval_behind_the_retention() -> None:
+    config = parse_config(
+        {
+            "source": {"tables": [{"name": "a"}, {"name": "b"}]},
+            "apply": {"purge_deleted_after_hours": 24, "purge_interval_seconds": 60},
+        },
+        environ={},
+    )
+    target = PurgingTarget()
+    now = [1000.0]
+    summary = ApplySummary()
+    handler = _BatchHandler(config, target, TopicRouting.from_config(config), summary, clock=lambda: now[0],
+                            wall_clock_ms=lambda: 100_000_000_000)  # fmt: skip
+    handler._maybe_purge()
+    horizon = 100_000_000_000 - 24 * 3_600_000
+    assert target.purges == [("a", horizon), ("b", horizon)]
+    now[0] += 59
+    handler._maybe_purge()
+    assert len(target.purges) == 2
+    now[0] += 1
+    handler._maybe_purge()
+    assert len(target.purges) == 4 and summary.purged_rows == 8
+    assert "purged 8" in summary.lines()[-1]
+
+
+def test_without_a_retention_nothing_is_purged() -> None:
+    config = parse_config({"source": {"tables": [{"name": "a"}]}}, environ={})
+    target = PurgingTarget()
+    handler = _BatchHandler(config, target, TopicRouting.from_config(config), ApplySummary())
+    handler._maybe_purge()
+    assert target.purges == []
+
+
+class FakeFrame:
+    """Stands in for the decoded DataFrame: rows as decode_frame selects them."""
+
+    def __init__(self, rows) -> None:
+        self.rows = rows
+
+    def toLocalIterator(self, prefetchPartitions: bool = False):
+        return iter(self.rows)
+
+
+def test_a_schema_id_not_loaded_yet_interrupts_the_stream() -> None:
+    import pytest
+
+    from cdcbridge.apply.operations import MessageFormat
+    from cdcbridge.apply.spark_decode import UnknownSchemaId, iter_records
+    from cdcbridge.apply.writer_schemas import WriterSchema
+
+    known = {1: WriterSchema(1, "{}", MessageFormat.MUTATE_LOG)}
+    rows = [
+        ("t", 0, 0, b"[1]", 20, 0, 1, "MUTATE_LOG", "{}", None, None),
+        ("t", 0, 1, b"[1]", None, None, None, None, None, None, None),
+        ("t", 0, 2, b"[1]", 20, 0, 7, None, None, b"x", None),
+    ]
+    stream = iter_records(FakeFrame(rows), known)
+    first, tombstone = next(stream), next(stream)
+    assert first.body == "{}" and tombstone.tombstone
+    with pytest.raises(UnknownSchemaId) as unknown:
+        next(stream)
+    assert unknown.value.schema_id == 7
+
+
+def test_the_handler_fetches_a_new_schema_id_and_decodes_the_batch_again(monkeypatch) -> None:
+    from cdcbridge.apply import job
+    from cdcbridge.apply.micro_batch import BatchReport
+    from cdcbridge.apply.spark_decode import UnknownSchemaId
+
+    config = parse_config({"source": {"tables": [{"name": "a"}]}}, environ={})
+    handler = _BatchHandler(config, MemoryTarget(), TopicRouting.from_config(config), ApplySummary())
+    resolved: list[list[int]] = []
+    monkeypatch.setattr(handler.schemas, "resolve", lambda ids: resolved.append(list(ids)) or {})
+    attempts = []
+
+    def decoded(batch, schemas):
+        attempts.append(batch)
+        if len(attempts) == 1:
+            raise UnknownSchemaId(9)
+        return []
+
+    monkeypatch.setattr(job, "decoded_records", decoded)
+    handler.start("app")
+    report = handler._apply("frame", 4)
+    assert isinstance(report, BatchReport) and attempts == ["frame", "frame"] and resolved == [[9]]

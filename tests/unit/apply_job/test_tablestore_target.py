@@ -1,0 +1,76 @@
+"""The Tablestore target's BatchWriteRow loop without a server: chunks of ≤ 200, guard failures are not errors,
+other failed rows are retried, and a row that keeps failing stops the batch."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from cdcbridge.apply.job_errors import TargetError
+from cdcbridge.apply.model import ColumnValue, TargetRow
+from cdcbridge.apply.targets.tablestore import (
+    CONDITION_FAILED,
+    TablestoreTarget,
+    guard_condition,
+    row_attributes,
+    row_from_columns,
+)
+
+
+class FakeClient:
+    """Answers BatchWriteRow with scripted per-row failures: failures[n] is the set of row ids failing call n."""
+
+    def __init__(self, failures: list[dict[int, str]]) -> None:
+        self.failures = failures
+        self.calls: list[list[int]] = []
+
+    def batch_write_row(self, request):
+        ((_table, item),) = request.items.items()
+        ids = [dict(row_item.row.primary_key)["id"] for row_item in item.row_items]
+        failing = self.failures[len(self.calls)] if len(self.calls) < len(self.failures) else {}
+        self.calls.append(ids)
+        results = []
+        for index, row_id in enumerate(ids):
+            code = failing.get(row_id)
+            results.append(SimpleNamespace(is_ok=code is None, error_code=code, error_message="x", index=index))
+        return SimpleNamespace(get_put_by_table=lambda name: results)
+
+
+def _items(target: TablestoreTarget, count: int):
+    from tablestore import PutRowItem, Row
+
+    return [PutRowItem(Row([("id", i)], [("a", 1)]), guard_condition("1")) for i in range(count)]
+
+
+def test_rows_are_written_in_chunks_of_200_and_failed_rows_retried() -> None:
+    client = FakeClient([{3: "OTSServerBusy", 7: CONDITION_FAILED}, {3: "OTSServerBusy"}])
+    sleeps: list[float] = []
+    target = TablestoreTarget(client, sleep=sleeps.append)
+    written = target._batch_write("t", _items(target, 450))
+    assert [len(call) for call in client.calls] == [200, 1, 1, 200, 50]
+    assert client.calls[1] == [3] and client.calls[2] == [3]
+    assert written == 450 - 1  # row 7 failed the guard: already newer, not an error
+    assert len(sleeps) == 2
+
+
+def test_a_row_that_keeps_failing_stops_the_batch() -> None:
+    client = FakeClient([{1: "OTSInternalServerError"}] * 3)
+    target = TablestoreTarget(client, max_attempts=3, sleep=lambda _: None)
+    with pytest.raises(TargetError, match=r"1 rows still failing after 3 attempts.*OTSInternalServerError"):
+        target._batch_write("t", _items(target, 5))
+
+
+def test_a_row_round_trips_through_its_attribute_columns() -> None:
+    row = TargetRow("t", (("id", 1),), {"a": ColumnValue(b"\x01", 3), "b": ColumnValue(2.5, None)}, "9" * 46,
+                    False, 7)  # fmt: skip
+    attributes = [(name, bytes(v) if isinstance(v, bytearray) else v) for name, v in row_attributes(row)]
+    assert row_from_columns("t", row.pk, attributes) == row
+    from tablestore import ComparatorType
+
+    condition = guard_condition("5").column_condition
+    assert (condition.column_name, condition.comparator, condition.pass_if_missing) == (
+        "_seq",
+        ComparatorType.LESS_THAN,
+        True,
+    )
