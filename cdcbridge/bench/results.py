@@ -77,6 +77,9 @@ def render_markdown(path: Path = DEFAULT_RESULTS) -> str:
         "These machines are shared and noisy: ratios measured in the same run count more than absolute figures.",
         "",
     ]
+    goals = path.parent / "goals.md"  # the goals and their status, kept by hand next to the results
+    if goals.exists():
+        lines += [goals.read_text().rstrip(), ""]
     for name, entry in sorted(data["benchmarks"].items()):
         machine = entry["machine"]
         lines += [
