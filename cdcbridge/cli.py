@@ -306,6 +306,22 @@ def bench_apply(ctx: click.Context, batch_sizes: str, batches: int, targets: str
     _report(ctx, "apply", {k: v for k, v in figures.items() if not isinstance(v, dict | list)})
 
 
+@bench.command("bridge")
+@click.option("--records", default=500_000, show_default=True, help="Changes pre-filled in the emulator.")
+@click.option(
+    "--formats", type=click.Choice(["MUTATE_LOG", "RECORD_IMAGE+MUTATE_LOG"]), default="MUTATE_LOG", show_default=True
+)
+@click.option("--partitions", default=6, show_default=True)
+@click.pass_context
+def bench_bridge(ctx: click.Context, records: int, formats: str, partitions: int) -> None:
+    """One worker, emulator → Kafka (Avro, acks=all), against raw produce of the same messages (the ceiling)."""
+    from cdcbridge.bench.bridge import run_bridge_bench
+
+    figures = run_bridge_bench(records=records, formats=tuple(formats.split("+")), partitions=partitions)
+    name = "bridge" if formats == "MUTATE_LOG" else "bridge-both-formats"
+    _report(ctx, name, {k: v for k, v in figures.items() if not isinstance(v, dict | list)})
+
+
 @bench.command("report")
 @click.option("--output", type=click.Path(path_type=Path), default=Path("BENCHMARKS.md"), show_default=True)
 @click.pass_context

@@ -110,8 +110,10 @@ class RegistryConfig(_Section):
     basic_auth_user_info: SecretStr | None = Field(None, description="user:password for HTTP basic auth")
     ssl_ca_location: str | None = Field(None, description="CA bundle to verify the registry")
 
-    def client_config(self) -> dict[str, str]:
-        config = {"url": self.url}
+    timeout_seconds: float = Field(30.0, gt=0, description="per-request timeout of registry calls")
+
+    def client_config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {"url": self.url, "timeout": self.timeout_seconds}
         if self.basic_auth_user_info is not None:
             config["basic.auth.user.info"] = self.basic_auth_user_info.get_secret_value()
         if self.ssl_ca_location:

@@ -28,7 +28,7 @@ from cdcbridge.coordination.processor import (
 )
 from cdcbridge.formats.table_format import BridgeTableFormat
 from cdcbridge.formats.table_messages import build_table_messages, needs_row_lookup
-from cdcbridge.kafka.errors import KafkaSideError
+from cdcbridge.kafka.errors import KafkaSideError, MessageTooLargeError
 from cdcbridge.kafka.sink import Delivery
 
 log = logging.getLogger(__name__)
@@ -73,8 +73,10 @@ class BridgeContext:
 class BridgeProcessor(RecordProcessor):
     def __init__(self, context: BridgeContext) -> None:
         self._context = context
+        self._topics = context.table_format.topics(prefix=context.topic_prefix, table=context.table)
         self._tracker = AckTracker()
         self._failure: Exception | None = None
+        self._failure_logged: Exception | None = None
         self._checkpointer: RecordProcessorCheckpointer | None = None
         self._last_written: ConfirmedPosition | None = None
         self._stop_pump = threading.Event()
@@ -93,29 +95,38 @@ class BridgeProcessor(RecordProcessor):
         self._checkpointer = records.checkpointer
         context = self._context
         rows = self._lookup_rows(records.records)
+        # Per message, the work below is most of the bridge's time: names are bound once per batch.
+        table_format, instance, prefix = context.table_format, context.instance, context.topic_prefix
+        serialize, produce = context.serialize, context.sink.produce
+        register, ack_callback, topics = self._tracker.register, self._ack_callback, self._topics
+        shard_id = self._shard_id
         produced = 0
         for record in records.records:
-            record.shard_id = record.shard_id or self._shard_id  # iterators are opaque: we know the shard here
+            if not record.shard_id:
+                record.shard_id = shard_id  # iterators are opaque: we know the shard here
             messages = build_table_messages(
-                record, context.table_format, instance=context.instance, topic_prefix=context.topic_prefix,
+                record,
+                table_format,
+                instance=instance,
+                topic_prefix=prefix,
                 current_row=rows.get(id(record)),
-            )  # fmt: skip
+                topics=topics,
+            )
             first_sub = records.start_sub_sequence(record)
-            pending = self._tracker.register(record.sequence, len(messages), first_sub)
-            for message in messages[first_sub:]:
+            pending = register(record.sequence, len(messages), first_sub)
+            for message in messages[first_sub:] if first_sub else messages:
                 headers = None
                 if message.value is None:  # the tombstone after a row-deleted image: same seq as that image
                     headers = [(TOMBSTONE_SEQ_HEADER, record.sequence.key(0).encode())]
                 try:
-                    value = context.serialize(message.topic, message.value)
+                    value = serialize(message.topic, message.value)
                 except Exception as error:
                     raise BridgeProcessingError(
                         f"cannot serialize the {message.message_format} message of table {context.table} key "
-                        f"{message.key.decode('utf-8', 'replace')} (shard {self._shard_id}): {error}"
+                        f"{message.key.decode('utf-8', 'replace')} (shard {shard_id}): {error}"
                     ) from error
-                on_ack = self._ack_callback(pending, message.sub_sequence)
-                context.sink.produce(message.topic, message.key, value, on_ack, headers)
-                produced += 1
+                produce(message.topic, message.key, value, ack_callback(pending, message.sub_sequence), headers)
+            produced += len(messages) - first_sub
         if context.on_produced is not None:
             context.on_produced(produced)
 
@@ -150,14 +161,36 @@ class BridgeProcessor(RecordProcessor):
         def on_ack(delivery: Delivery) -> None:
             if delivery.error is None:
                 self._tracker.ack(pending, sub_sequence)
-            elif self._failure is None:
-                self._failure = delivery.error
-                log.error("shard %s of table %s stops: %s", self._shard_id, self._context.table, delivery.error)
+            else:
+                self._record_failure(delivery.error)
 
         return on_ack
 
+    def _record_failure(self, error: Exception) -> None:
+        """Keep the failure that explains the stop (delivery thread only).
+
+        The first failure wins, except that a larger refused message replaces a smaller one: the broker refuses a
+        whole batch when one message in it is too large, so the largest refused message is the one to name.
+        """
+        current = self._failure
+        larger = (
+            isinstance(error, MessageTooLargeError)
+            and isinstance(current, MessageTooLargeError)
+            and error.size > current.size
+        )
+        if current is None or larger:
+            self._failure = error
+
+    def _log_failure(self) -> None:
+        """Say once per failure that the shard stops, even if no further record arrives to raise it."""
+        failure = self._failure
+        if failure is not None and failure is not self._failure_logged:
+            self._failure_logged = failure
+            log.error("shard %s of table %s stops: %s", self._shard_id, self._context.table, failure)
+
     def _raise_if_failed(self) -> None:
         if self._failure is not None:
+            self._log_failure()
             failure = self._failure
             if isinstance(failure, KafkaSideError):
                 raise BridgeProcessingError(
@@ -167,6 +200,7 @@ class BridgeProcessor(RecordProcessor):
 
     def _pump_checkpoints(self) -> None:
         while not self._stop_pump.wait(self._context.checkpoint_interval_seconds):
+            self._log_failure()
             try:
                 self._write_checkpoint(final=False)
             except (LeaseLostError, CheckpointError):

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from cdcbridge import __version__
-from cdcbridge.changes import SEQ_KEY_FORMAT, Cell, CellOp, ChangeRecord, Value
+from cdcbridge.changes import SEQ_KEY_FORMAT, Cell, CellOp, ChangeRecord, RecordAction, Value
 from cdcbridge.changes import Sequence as RecordSequence
 from cdcbridge.formats.errors import InvalidRecordError
 
@@ -38,10 +38,20 @@ class MessageItem(NamedTuple):
     sub_sequence: int
 
 
+#: Avro branch of each exact value type (the fast path of tagged_value; subclasses take the general path).
+_BRANCH_OF_TYPE: dict[type, str] = {bool: "boolean", float: "double", str: "string", bytes: "bytes"}
+
+
 def tagged_value(value: object, *, table: str, column: str) -> TaggedValue:
     """Tag a cell value with its Avro branch so fastavro never guesses (True stays boolean, never long)."""
     if value is None:
         return None
+    kind = type(value)
+    if kind is int and INT64_MIN <= value <= INT64_MAX:  # type: ignore[operator]
+        return ("long", value)  # type: ignore[return-value]
+    branch = _BRANCH_OF_TYPE.get(kind)
+    if branch is not None:
+        return (branch, value)  # type: ignore[return-value]
     if isinstance(value, bool):
         return ("boolean", value)
     if isinstance(value, int):
@@ -72,19 +82,45 @@ def check_cell(record: ChangeRecord, cell: Cell) -> None:
         )
 
 
+#: Plain-string names of the enums (a StrEnum's .value is a slow property on the per-message path).
+ACTION_NAMES = {action: action.value for action in RecordAction}
+CELL_OP_NAMES = {op: op.value for op in CellOp}
+
+_EPOCH_LIMIT, _TIMESTAMP_LIMIT, _ROW_LIMIT, _OP_LIMIT = (
+    _SEQ_LIMITS["epoch"],
+    _SEQ_LIMITS["timestamp_us"],
+    _SEQ_LIMITS["row_index"],
+    _SEQ_LIMITS["op_index"],
+)
+
+
 def source_block(record: ChangeRecord, instance: str) -> dict[str, Any]:
     """The ``source`` field: where the record was read."""
     return {
         "instance": instance,
         "table": record.table,
         "shard_id": record.shard_id,
-        "record_type": record.action.value,
+        "record_type": ACTION_NAMES[record.action],
         "bridge_version": BRIDGE_VERSION,
     }
 
 
 def seq_block(sequence: RecordSequence, op_index: int) -> dict[str, Any]:
     """The ``seq`` field; refuses numbers that would overflow seq_key's zero padding and break its sort order."""
+    epoch, timestamp_us, row_index = sequence.epoch, sequence.timestamp_us, sequence.row_index
+    if (
+        0 <= epoch < _EPOCH_LIMIT
+        and 0 <= timestamp_us < _TIMESTAMP_LIMIT
+        and 0 <= row_index < _ROW_LIMIT
+        and 0 <= op_index < _OP_LIMIT
+    ):
+        return {
+            "epoch": epoch,
+            "timestamp_us": timestamp_us,
+            "row_index": row_index,
+            "op_index": op_index,
+            "seq_key": SEQ_KEY_FORMAT.format(epoch, timestamp_us, row_index, op_index),
+        }
     numbers = {
         "epoch": sequence.epoch,
         "timestamp_us": sequence.timestamp_us,

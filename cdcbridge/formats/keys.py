@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import struct
 from collections.abc import Sequence
 
@@ -34,10 +35,32 @@ PrimaryKeyValue = int | str | bytes
 _BINARY_TAG = "b64"
 
 
+#: Characters json.dumps(ensure_ascii=False) escapes in a string; a string without them is written as is.
+_JSON_ESCAPED = re.compile(r'[\x00-\x1f"\\]')
+
+
 def encode_key(values: Sequence[Value]) -> bytes:
     """Canonical key bytes of primary-key values (format in the module docstring)."""
     if not values:
         raise KeyEncodeError("a message key needs at least one primary-key value; got an empty primary key")
+    # Fast path (every key of every message goes through here): plain ints and strings needing no escape are
+    # written directly, exactly as json.dumps would; anything else takes the general path below.
+    parts = []
+    for value in values:
+        kind = type(value)
+        if kind is int and INT64_MIN <= value <= INT64_MAX:
+            parts.append(str(value))
+        elif kind is str and _JSON_ESCAPED.search(value) is None:
+            parts.append(f'"{value}"')
+        else:
+            return _encode_key_general(values)
+    try:
+        return ("[" + ",".join(parts) + "]").encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise KeyEncodeError(f"primary-key string is not valid Unicode (lone surrogate?): {exc}") from exc
+
+
+def _encode_key_general(values: Sequence[Value]) -> bytes:
     items = [_json_item(position, value) for position, value in enumerate(values)]
     text = json.dumps(items, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     try:

@@ -20,6 +20,7 @@ from typing import Any
 
 from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction
 from cdcbridge.formats.common import (
+    CELL_OP_NAMES,
     INT64_MAX,
     INT64_MIN,
     MessageItem,
@@ -40,6 +41,8 @@ class MutationType(StrEnum):
     DELETE = "DELETE"
     INCREMENT = "INCREMENT"
 
+
+_TYPE_NAMES = {mutation_type: mutation_type.value for mutation_type in MutationType}
 
 #: One unit operation: its type and the cells it carries.
 UnitOperation = tuple[MutationType, list[Cell]]
@@ -63,18 +66,12 @@ def build_mutate_log(record: ChangeRecord, *, instance: str) -> list[MessageItem
     pk = pk_block(record)
     items = []
     for op_index, (mutation_type, cells) in enumerate(unit_operations(record)):
-        value = {
-            **common_fields(
-                record,
-                instance=instance,
-                op_index=op_index,
-                pk=pk,
-                row_deleted=mutation_type is MutationType.DELETE,
-            ),
-            "type": mutation_type.value,
-            "replace_row": mutation_type is MutationType.PUT,
-            "cells": [_mutation_cell(record, cell) for cell in cells],
-        }
+        value = common_fields(
+            record, instance=instance, op_index=op_index, pk=pk, row_deleted=mutation_type is MutationType.DELETE
+        )
+        value["type"] = _TYPE_NAMES[mutation_type]
+        value["replace_row"] = mutation_type is MutationType.PUT
+        value["cells"] = [_mutation_cell(record, cell) for cell in cells]
         items.append(MessageItem(key, value, op_index))
     return items
 
@@ -84,6 +81,14 @@ def _update_cell_type(cell: Cell) -> MutationType:
 
 
 def _mutation_cell(record: ChangeRecord, cell: Cell) -> dict[str, Any]:
+    if cell.op is CellOp.PUT and cell.value is not None:  # the common case, without the general checks
+        return {
+            "name": cell.name,
+            "op": "PUT",
+            "value": tagged_value(cell.value, table=record.table, column=cell.name),
+            "version": cell.timestamp_ms,
+            "amount": None,
+        }
     check_cell(record, cell)
     value = None
     amount = None
@@ -91,7 +96,13 @@ def _mutation_cell(record: ChangeRecord, cell: Cell) -> dict[str, Any]:
         value = tagged_value(cell.value, table=record.table, column=cell.name)
     elif cell.op is CellOp.INCREMENT:
         amount = _increment_amount(record, cell)
-    return {"name": cell.name, "op": cell.op.value, "value": value, "version": cell.timestamp_ms, "amount": amount}
+    return {
+        "name": cell.name,
+        "op": CELL_OP_NAMES[cell.op],
+        "value": value,
+        "version": cell.timestamp_ms,
+        "amount": amount,
+    }
 
 
 def _increment_amount(record: ChangeRecord, cell: Cell) -> int:

@@ -71,11 +71,10 @@ def _image(
     row_deleted: bool,
     partial: bool,
 ) -> dict[str, Any]:
-    return {
-        **common_fields(record, instance=instance, op_index=0, pk=pk, row_deleted=row_deleted),
-        "columns": columns,
-        "partial": partial,
-    }
+    image = common_fields(record, instance=instance, op_index=0, pk=pk, row_deleted=row_deleted)
+    image["columns"] = columns
+    image["partial"] = partial
+    return image
 
 
 def _row_image(record: ChangeRecord, row: CurrentRow) -> dict[str, dict[str, Any]]:

@@ -7,6 +7,7 @@ on the record and the table format, never on the row read back, so a restart res
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,11 +41,18 @@ def build_table_messages(
     instance: str,
     topic_prefix: str,
     current_row: CurrentRow | None = None,
+    topics: Mapping[MessageFormat, str] | None = None,
 ) -> list[TableMessage]:
-    """Messages of `record` for every format of its table; `current_row` as for build_record_image."""
+    """Messages of `record` for every format of its table; `current_row` as for build_record_image.
+
+    `topics` (format → topic, as `table_format.topics` gives them) spares working the names out per record.
+    """
     messages: list[TableMessage] = []
     for message_format in table_format.formats:
-        topic = table_format.topic(message_format, prefix=topic_prefix, table=record.table)
+        if topics is not None:
+            topic = topics[message_format]
+        else:
+            topic = table_format.topic(message_format, prefix=topic_prefix, table=record.table)
         for item in _format_items(record, table_format, message_format, instance, current_row):
             messages.append(TableMessage(topic, message_format, item.key, item.value, len(messages)))
     return messages

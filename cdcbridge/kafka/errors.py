@@ -22,7 +22,15 @@ class SchemaIncompatibleError(KafkaSideError):
 
 
 class MessageTooLargeError(KafkaSideError):
-    """A message is larger than the topic or broker accepts."""
+    """A message is larger than the topic or broker accepts.
+
+    `size` is the message's own size: the broker refuses a whole batch when one of its messages is too large, so the
+    largest refused message of a batch names the culprit.
+    """
+
+    def __init__(self, message: str, *, size: int = 0) -> None:
+        super().__init__(message)
+        self.size = size
 
 
 class ProduceFatalError(KafkaSideError):

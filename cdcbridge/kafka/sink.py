@@ -10,7 +10,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from functools import partial
+from typing import NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
@@ -35,9 +36,8 @@ DEFAULT_PRODUCER_CONFIG = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """The fate of one message: error is None when Kafka acknowledged it."""
+class Delivery(NamedTuple):
+    """The fate of one message: error is None when Kafka acknowledged it (a named tuple: one is made per message)."""
 
     topic: str
     partition: int
@@ -57,7 +57,8 @@ def producer_config(overrides: Mapping[str, object] | None = None) -> dict[str, 
 def _too_large(topic: str, key: str, size: int) -> MessageTooLargeError:
     return MessageTooLargeError(
         f"message for key {key!r} on topic {topic} is {size} bytes, more than Kafka accepts; raise the topic's "
-        "max.message.bytes and the producer's message.max.bytes, or enable the dead-letter topic"
+        "max.message.bytes (and the producer's message.max.bytes, kafka.producer in the config) above it",
+        size=size,
     )
 
 
@@ -69,6 +70,12 @@ def _classify(error: KafkaError, message: Message) -> KafkaSideError:
     return ProduceFatalError(
         f"Kafka refused a message for key {key!r} on topic {message.topic()}: {error.name()} ({error.str()})"
     )
+
+
+def _report(on_ack: AckCallback, error: KafkaError | None, message: Message) -> None:
+    """librdkafka's delivery callback, bound to the message's own callback with functools.partial."""
+    failure = None if error is None else _classify(error, message)
+    on_ack(Delivery(message.topic(), message.partition(), message.offset(), failure))
 
 
 class KafkaSink:
@@ -89,11 +96,7 @@ class KafkaSink:
         headers: list[tuple[str, bytes]] | None = None,
     ) -> None:  # fmt: skip
         """Queue one message; blocks (serving delivery reports) while the local queue is full."""
-
-        def report(error: KafkaError | None, message: Message) -> None:
-            failure = None if error is None else _classify(error, message)
-            on_ack(Delivery(message.topic(), message.partition(), message.offset(), failure))
-
+        report = partial(_report, on_ack)
         while True:
             try:
                 self._producer.produce(topic, value=value, key=key, on_delivery=report, headers=headers)
