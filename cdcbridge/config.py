@@ -110,7 +110,9 @@ class RegistryConfig(_Section):
     basic_auth_user_info: SecretStr | None = Field(None, description="user:password for HTTP basic auth")
     ssl_ca_location: str | None = Field(None, description="CA bundle to verify the registry")
 
-    timeout_seconds: float = Field(30.0, gt=0, description="per-request timeout of registry calls")
+    timeout_seconds: float = Field(
+        10.0, gt=0, description="per-request timeout of registry calls (a timed-out call is retried)"
+    )
 
     def client_config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"url": self.url, "timeout": self.timeout_seconds}

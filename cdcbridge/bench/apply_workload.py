@@ -189,7 +189,7 @@ class WorkloadProducer:
         schemas: Mapping[str, str] | None = None,
     ) -> None:
         chosen = {topic: (schemas or {}).get(topic) or schema_text(fmt) for topic, fmt in formats.items()}
-        self.serializers = TopicValueSerializers(SchemaRegistryClient({"url": registry_url}), chosen)
+        self.serializers = TopicValueSerializers(SchemaRegistryClient({"url": registry_url, "timeout": 10}), chosen)
         self.serializers.register_all()
         self.producer = Producer(producer_config(client_config))
         self.errors: list[str] = []

@@ -117,7 +117,7 @@ def read_topic(
     stack: StackEndpoints, topic: str, *, until: Callable[[list[ReadMessage]], bool], timeout: float = 60
 ) -> list[ReadMessage]:
     """Every message of `topic` from the beginning, decoded, once `until(messages)` holds (or fail at timeout)."""
-    deserializer = AvroDeserializer(SchemaRegistryClient({"url": stack.registry_url}))
+    deserializer = AvroDeserializer(SchemaRegistryClient({"url": stack.registry_url, "timeout": 10}))
     consumer = Consumer({"bootstrap.servers": stack.kafka_bootstrap, "group.id": f"read-{uuid.uuid4().hex}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})  # fmt: skip
     deadline = time.monotonic() + timeout

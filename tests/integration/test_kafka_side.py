@@ -69,7 +69,7 @@ def test_unreachable_broker_is_named(stack: StackEndpoints) -> None:
 
 def test_registration_sets_full_transitive_and_refuses_an_incompatible_schema(stack: StackEndpoints) -> None:
     topic = _topic()
-    registry = SchemaRegistryClient({"url": stack.registry_url})
+    registry = SchemaRegistryClient({"url": stack.registry_url, "timeout": 10})
     serializers = TopicValueSerializers(registry, {topic: json.dumps(SCHEMA_V1)})
     ids = serializers.register_all()
     assert registry.get_compatibility(subject_for(topic)) == "FULL_TRANSITIVE"

@@ -34,7 +34,7 @@ def _create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
 
 
 def _produce_orders(stack: StackEndpoints, topic: str, orders: list[dict]) -> int:
-    registry = SchemaRegistryClient({"url": stack.registry_url})
+    registry = SchemaRegistryClient({"url": stack.registry_url, "timeout": 10})
     serializer = AvroSerializer(registry, ORDER_SCHEMA)
     producer = Producer({"bootstrap.servers": stack.kafka_bootstrap, "enable.idempotence": True, "acks": "all"})
     delivered: list[str] = []
@@ -53,7 +53,7 @@ def test_avro_round_trip_through_registry_and_kafka(stack: StackEndpoints) -> No
     orders = [{"id": i, "item": f"item-{i}", "amount": (i * 1.5 if i % 2 else None)} for i in range(20)]
     schema_id = _produce_orders(stack, topic, orders)
 
-    registry = SchemaRegistryClient({"url": stack.registry_url})
+    registry = SchemaRegistryClient({"url": stack.registry_url, "timeout": 10})
     registered = registry.get_schema(schema_id)
     assert json.loads(registered.schema_str)["name"] == "Order"
     deserializer = AvroDeserializer(registry)
@@ -88,7 +88,7 @@ def test_spark_reads_kafka_and_decodes_confluent_avro(stack: StackEndpoints, spa
     _create_topic(stack.kafka_bootstrap, topic, partitions=2)
     orders = [{"id": i, "item": f"item-{i}", "amount": float(i)} for i in range(50)]
     schema_id = _produce_orders(stack, topic, orders)
-    writer_schema = SchemaRegistryClient({"url": stack.registry_url}).get_schema(schema_id).schema_str
+    writer_schema = SchemaRegistryClient({"url": stack.registry_url, "timeout": 10}).get_schema(schema_id).schema_str
 
     raw = (
         spark.readStream.format("kafka")

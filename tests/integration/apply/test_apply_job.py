@@ -48,7 +48,7 @@ def test_delta_target_equals_the_source_despite_redeliveries_and_schema_evolutio
     assert figures["dead_lettered"] == 0
     for table in ("users", "items"):
         assert delta_live(spark, f"{tmp_path}/delta/{table}") == work.expected(table)
-    registry = SchemaRegistryClient({"url": stack.registry_url})
+    registry = SchemaRegistryClient({"url": stack.registry_url, "timeout": 10})
     assert len(registry.get_versions(f"{prefix}.users.mutation-value")) == 2  # two writer schema ids were decoded
 
     rerun = run_apply(config, once=True, spark=spark)  # same checkpoint: nothing new to read
