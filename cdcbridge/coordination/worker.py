@@ -81,6 +81,7 @@ class Worker:
         self._consumers: dict[int, ShardConsumer] = {}
         self._sync_requested = threading.Event()
         self._stop_requested = threading.Event()
+        self._wake = threading.Event()
         self._renew_in_thread = False
         self._next_renew = self._next_take = self._next_sync = 0.0
         self._drain_deadline = 0.0
@@ -103,6 +104,7 @@ class Worker:
     def request_stop(self) -> None:
         """Graceful stop (SIGTERM): drain, checkpoint and release every lease, then STOPPED."""
         self._stop_requested.set()
+        self._wake.set()
 
     def request_sync(self) -> None:
         """Run a shard sync at the next pass (after a SHARD_END, or when a parent lease is missing)."""
@@ -150,10 +152,13 @@ class Worker:
         renewer = threading.Thread(target=self._renew_loop, args=(renew_stop,), name="cdcbridge-renewer", daemon=True)
         renewer.start()
         try:
-            while self.run_once() not in (WorkerState.STOPPED, WorkerState.FENCED):
+            while True:
+                self._wake.clear()  # before the pass: a task ending during it wakes the wait below at once
+                if self.run_once() in (WorkerState.STOPPED, WorkerState.FENCED):
+                    break
                 if stop is not None and stop.is_set():
                     self.request_stop()
-                self.clock.sleep(self.settings.worker_loop_interval_seconds)
+                self.clock.wait(self._wake, self._next_pass_in())
         finally:
             renew_stop.set()
             renewer.join(timeout=self.settings.renew_interval_seconds + 1)
@@ -175,6 +180,14 @@ class Worker:
 
     # ----- internals ------------------------------------------------------------------------------------------
 
+    def _next_pass_in(self) -> float:
+        """Seconds until the next timed pass: the loop interval, or sooner when a shard's back-off ends first."""
+        interval = self.settings.worker_loop_interval_seconds
+        due = [at for consumer in self._consumers.values() if (at := consumer.due_at) is not None]
+        if not due:
+            return interval
+        return min(interval, max(0.0, min(due) - self.clock.monotonic()))
+
     def _renew_loop(self, stop: threading.Event) -> None:
         while not stop.is_set() and self.state not in (WorkerState.STOPPED, WorkerState.FENCED):
             try:
@@ -188,7 +201,7 @@ class Worker:
         if self.state is WorkerState.RUNNING:
             for held in self.held.active():
                 if held.token not in known:
-                    consumer = ShardConsumer(self._context(held), self._executor, self.request_sync)
+                    consumer = ShardConsumer(self._context(held), self._executor, self.request_sync, self._wake.set)
                     self._consumers[held.token] = consumer
         for token, consumer in list(self._consumers.items()):
             held = consumer.held

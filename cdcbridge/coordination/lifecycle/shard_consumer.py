@@ -40,10 +40,17 @@ class _DrainPhase(Enum):
 class ShardConsumer:
     """Drives one shard through its states; created by the worker for each held lease acquisition."""
 
-    def __init__(self, ctx: ShardContext, executor: Executor, request_sync: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        ctx: ShardContext,
+        executor: Executor,
+        request_sync: Callable[[], None],
+        on_task_done: Callable[[], None] | None = None,
+    ) -> None:
         self._ctx = ctx
         self._executor = executor
         self._request_sync = request_sync
+        self._on_task_done = on_task_done
         lease = ctx.held.lease
         # A shard that already made progress had its parents finished before: no need to wait again.
         fresh = lease.checkpoint == TRIM_HORIZON and lease.checkpoint_seq is None
@@ -77,6 +84,14 @@ class ShardConsumer:
     @property
     def incarnation(self) -> Incarnation | None:
         return self._incarnation
+
+    @property
+    def due_at(self) -> float | None:
+        """Monotonic time at which `tick` has work again after a back-off; None while a task runs (its end wakes
+        the worker) or when nothing waits on time."""
+        if self.state is ConsumerState.DONE or self._future is not None:
+            return None
+        return self._not_before
 
     def request_shutdown(self, reason: ShutdownReason) -> None:
         """Ask for a shutdown; applied at the next tick. Only a higher-ranked reason replaces a pending one."""
@@ -166,6 +181,7 @@ class ShardConsumer:
         if self._phase is _DrainPhase.NOTIFY:
             assert inc is not None
             self._notify = self._executor.submit(NotifyShutdownTask(self._ctx, inc, self.reason).run)
+            self._wake_when_done(self._notify)
             self._deadline = now + self._ctx.settings.handoff_timeout_seconds
             self._phase = _DrainPhase.AWAIT
         if self._phase is _DrainPhase.AWAIT:
@@ -223,6 +239,15 @@ class ShardConsumer:
             outcome = self._result(self._future)
             self._future = None
             self._apply(outcome, self._ctx.clock.monotonic())
+        else:
+            self._wake_when_done(self._future)
+
+    def _wake_when_done(self, future: Future[object]) -> None:
+        """Let the worker's loop run again as soon as a task ends, instead of on its next timed pass: a busy shard
+        then goes straight on with its next page (a timed pass alone left a quarter of the bridge's time idle)."""
+        if self._on_task_done is not None:
+            wake = self._on_task_done
+            future.add_done_callback(lambda _: wake())
 
     def _result(self, future: Future[TaskOutcome]) -> TaskOutcome:
         exc = future.exception()

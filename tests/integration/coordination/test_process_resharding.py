@@ -51,6 +51,10 @@ def test_split_while_leased_keeps_per_key_order(scenario: Callable[[int], Scenar
     children = s.emulator.admin("split", {"table": cluster.table, "shard_id": parent})["children"]
     wait_until(lambda: _delivered_on(cluster, children), SLOW, "records on both children")
     wait_counts(cluster, {"a": 1, "b": 1})
+    # b may take its child after a has read everything so far: keep the load on until b has read from it.
+    wait_until(
+        lambda: "b" in {d.worker for d in cluster.journal().deliveries_of(shards=children)}, SLOW, "b reading a child"
+    )
     journal = drain_load(cluster, load.stop())
     stop_all(cluster)
 
