@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 import warnings
 from pathlib import Path
 
@@ -43,14 +44,15 @@ _state_dir_option = click.option(
 @click.option("--registry-port", type=int, default=8081, show_default=True)
 @click.option("--emulator-port", type=int, default=8900, show_default=True)
 @click.option("--no-emulator", is_flag=True, help="Only Kafka and the registry (e.g. for a real Tablestore).")
+@click.option("--advertised-host", default=None, help="What Kafka tells clients when --host is 0.0.0.0.")
 def stack_up(state_dir: Path, host: str, kafka_port: int, kafka_controller_port: int, registry_port: int,
-             emulator_port: int, no_emulator: bool) -> None:  # fmt: skip
+             emulator_port: int, no_emulator: bool, advertised_host: str | None) -> None:  # fmt: skip
     """Fetch what is missing (Maven), start the services, wait until each answers, print the endpoints."""
     from cdcbridge.localstack.stack import SERVICES, LocalStack, StackPorts
 
     services = tuple(s for s in SERVICES if not (no_emulator and s == "emulator"))
     ports = StackPorts(kafka_port, kafka_controller_port, registry_port, emulator_port)
-    endpoints = LocalStack(state_dir, host).up(ports, services)
+    endpoints = LocalStack(state_dir, host, advertised_host).up(ports, services)
     click.echo(f"kafka      {endpoints.kafka_bootstrap}")
     click.echo(f"registry   {endpoints.registry_url}")
     if endpoints.emulator_url:
@@ -117,14 +119,36 @@ def _stop_on_sigterm() -> threading.Event:
 @cli.command("run")
 @_config_option
 @click.option("--worker-id", default=None, help="Unique per running process (default: host-pid).")
-def run(config_path: Path, worker_id: str | None) -> None:
+@click.option(
+    "--end-time",
+    default=None,
+    metavar="ISO8601",
+    help="Replicate changes committed up to this time (with a timezone, e.g. 2025-06-01T12:00:00Z), then exit 0 "
+    "once every shard passed it (overrides bridge.end_time).",
+)
+def run(config_path: Path, worker_id: str | None, end_time: str | None) -> None:
     """Run one bridge worker: read the configured tables' streams and produce their changes to Kafka."""
     from cdcbridge.bridge.app import run_bridge
+    from cdcbridge.config import load_config, parse_end_time
+
+    config = load_config(config_path)
+    if end_time is not None:
+        config = config.with_end_time(parse_end_time(end_time))
+    _configure_logging(config)
+    run_bridge(config, worker_id, _stop_on_sigterm())
+
+
+@cli.command("snapshot")
+@_config_option
+def snapshot(config_path: Path) -> None:
+    """Export the configured tables' existing rows; workers then stream from a start taken before the export."""
     from cdcbridge.config import load_config
+    from cdcbridge.snapshot.runner import run_snapshot
 
     config = load_config(config_path)
     _configure_logging(config)
-    run_bridge(config, worker_id, _stop_on_sigterm())
+    for result in run_snapshot(config, _stop_on_sigterm()):
+        click.echo(result.line())
 
 
 def _configure_logging(config: object) -> None:
@@ -162,15 +186,16 @@ def _secrets_of(config: object) -> list[str]:
 @_config_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--no-lag", is_flag=True, help="Skip reading the streams to compute lag (faster).")
-def status(config_path: Path, as_json: bool, no_lag: bool) -> None:
+@click.option("--end-time", default=None, metavar="ISO8601", help="Show per shard the time reached against this end.")
+def status(config_path: Path, as_json: bool, no_lag: bool, end_time: str | None) -> None:
     """Leases (shard, owner, checkpoint, parents, stealer, last renewal), lag per shard, topic partitions."""
     from cdcbridge.bridge.status import collect_status, render_text
-    from cdcbridge.config import load_config
+    from cdcbridge.config import load_config, parse_end_time
     from cdcbridge.observability.redaction import redact
 
     config = load_config(config_path)
     _configure_logging(config)
-    cluster = collect_status(config, with_lag=not no_lag)
+    cluster = collect_status(config, with_lag=not no_lag, end_time=parse_end_time(end_time) if end_time else None)
     click.echo(redact(json.dumps(cluster.as_dict(), indent=2) if as_json else render_text(cluster)))
 
 
@@ -388,7 +413,8 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as error:
-        if debug:
-            raise
+        if debug:  # the traceback too goes through redaction: frames may show a secret in an argument's repr
+            click.echo(redact(traceback.format_exc()), err=True)
+            sys.exit(1)
         click.echo(f"error: {redact(str(error))}", err=True)
         sys.exit(1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from cdcbridge.coordination.settings import CoordinationSettings
 from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
 
-_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+#: `${NAME}`, `${NAME:-default}` (environment) or `${file:/path}` (a secret file, e.g. a mounted Kubernetes secret).
+_ENV_REFERENCE = re.compile(r"\$\{(?:file:(?P<file>[^}]+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?)\}")
 ENV_OVERRIDE_PREFIX = "CDCBRIDGE__"
 
 
@@ -127,6 +129,9 @@ class KafkaConfig(_Section):
     bootstrap_servers: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers")
     topic_prefix: str = Field("cdc", description="topics are <prefix>.<table>.image / .mutation by default")
     replication_factor: int = Field(1, ge=1, description="replication of topics the bridge creates")
+    partition_check_interval_seconds: float = Field(
+        60.0, gt=0, description="how often a running worker re-checks its topics' partition counts"
+    )
     producer: dict[str, str | int | float | bool] = Field(
         default_factory=dict, description="librdkafka producer overrides (idempotence, acks, partitioner are fixed)"
     )
@@ -208,12 +213,76 @@ class ObservabilityConfig(_Section):
     log_level: str = Field("INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$", description="DEBUG, INFO, WARNING, ERROR")
 
 
+def _require_timezone(value: datetime | None) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        raise ValueError(
+            f"{value.isoformat()} has no timezone; write it as ISO 8601 with one, e.g. 2025-06-01T12:00:00Z "
+            "or 2025-06-01T20:00:00+08:00"
+        )
+    return value
+
+
+def parse_end_time(text: str) -> datetime:
+    """An end time given on the command line (`cdcbridge run --end-time`): ISO 8601 with a timezone."""
+    try:
+        return _require_timezone(datetime.fromisoformat(text.strip()))  # type: ignore[return-value]
+    except ValueError as error:
+        raise ConfigError(f"--end-time {text!r}: {error}") from None
+
+
+class BridgeSettings(_Section):
+    """How `cdcbridge run` workers end (by default they run until stopped)."""
+
+    end_time: datetime | None = Field(
+        None,
+        description="replicate the changes committed up to this time (ISO 8601 with a timezone), then exit 0 once "
+        "every shard of every table passed it; a later run without it continues from there",
+    )
+    end_time_grace_seconds: float = Field(
+        10.0, ge=0, description="a shard with nothing new to read counts as past end_time this long after it"
+    )
+    end_time_check_interval_seconds: float = Field(
+        5.0, gt=0, description="how often a worker checks (and logs) whether every shard passed end_time"
+    )
+
+    @field_validator("end_time")
+    @classmethod
+    def _timezone_required(cls, value: datetime | None) -> datetime | None:
+        return _require_timezone(value)
+
+
+class SnapshotConfig(_Section):
+    """`cdcbridge snapshot`: export the existing rows, then the bridge streams from a start taken before."""
+
+    parallelism: int = Field(4, ge=1, le=64, description="key ranges exported at the same time (one thread each)")
+    page_rows: int = Field(1000, ge=1, le=5000, description="rows per GetRange page")
+    split_size_bytes: int = Field(
+        100 * 1024 * 1024, ge=1, description="about how much row data one key range holds (ComputeSplitPointsBySize)"
+    )
+    clock_skew_margin_seconds: float = Field(
+        5.0,
+        ge=0,
+        description="the stream start is taken this long before the export begins, so clock differences between "
+        "this host and Tablestore cannot open a gap (a longer overlap is harmless)",
+    )
+    wait_poll_seconds: float = Field(
+        5.0, gt=0, description="how often a starting worker re-checks a table whose snapshot is still running"
+    )
+
+
 class BridgeConfig(_Section):
     source: SourceConfig
     coordination: CoordinationSettings = CoordinationSettings()
     kafka: KafkaConfig = KafkaConfig()
     apply: ApplyConfig = ApplyConfig()
     observability: ObservabilityConfig = ObservabilityConfig()
+    bridge: BridgeSettings = BridgeSettings()
+    snapshot: SnapshotConfig = SnapshotConfig()
+
+    def with_end_time(self, end_time: datetime) -> BridgeConfig:
+        """This configuration with `bridge.end_time` replaced (`cdcbridge run --end-time`)."""
+        _require_timezone(end_time)
+        return self.model_copy(update={"bridge": self.bridge.model_copy(update={"end_time": end_time})})
 
     @model_validator(mode="after")
     def _topics_are_distinct(self) -> BridgeConfig:
@@ -227,7 +296,8 @@ class BridgeConfig(_Section):
 
 
 def _substitute_env(node: Any, path: str, environ: Mapping[str, str]) -> Any:
-    """Replace `${NAME}` / `${NAME:-default}` in every string; a missing variable names the field."""
+    """Replace `${NAME}` / `${NAME:-default}` / `${file:PATH}` in every string; a missing variable or unreadable
+    file names the field."""
     if isinstance(node, dict):
         return {
             key: _substitute_env(value, f"{path}.{key}" if path else str(key), environ) for key, value in node.items()
@@ -238,7 +308,15 @@ def _substitute_env(node: Any, path: str, environ: Mapping[str, str]) -> Any:
         return node
 
     def replace(match: re.Match[str]) -> str:
-        name, default = match.group(1), match.group(2)
+        secret_file = match.group("file")
+        if secret_file is not None:
+            try:
+                return Path(secret_file).expanduser().read_text().rstrip("\r\n")
+            except OSError as error:
+                raise ConfigError(
+                    f"{path}: cannot read secret file {secret_file}: {error.strerror}; create it or fix the path"
+                ) from None
+        name, default = match.group("name"), match.group("default")
         if name in environ:
             return environ[name]
         if default is not None:
@@ -302,7 +380,11 @@ def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as error:
-        raise ConfigError(f"{path} is not valid YAML: {error}") from None
+        # No snippet of the file: the offending line may hold a literal secret.
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or "syntax error"
+        raise ConfigError(f"{path} is not valid YAML{where}: {problem}; fix the syntax there") from None
     return parse_config(data, origin=str(path), environ=environ)
 
 

@@ -19,7 +19,9 @@ from functools import partial
 from typing import TypeVar
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
+from tablestore import OTSClient
 
+from cdcbridge.bridge.partition_watch import PartitionWatch
 from cdcbridge.bridge.processor import BridgeContext, BridgeProcessor
 from cdcbridge.bridge.row_lookup import SourceRowReader
 from cdcbridge.bridge.topic_record import TopicPartitionRecord
@@ -32,9 +34,12 @@ from cdcbridge.formats.schemas import schema_text
 from cdcbridge.formats.table_format import MessageFormat
 from cdcbridge.kafka.errors import BrokerUnreachableError, RegistryUnreachableError
 from cdcbridge.kafka.schemas import TopicValueSerializers
-from cdcbridge.kafka.sink import KafkaSink
+from cdcbridge.kafka.sink import DeliveryStats, KafkaSink
 from cdcbridge.kafka.topics import TopicAdmin, TopicSpec
-from cdcbridge.observability.metrics import WorkerMetrics, start_metrics_server
+from cdcbridge.observability.metrics import PRODUCE_LATENCY_BUCKETS, WorkerMetrics, start_metrics_server
+from cdcbridge.snapshot.end_time import EndTimeWatch, to_us, watch_end_time
+from cdcbridge.snapshot.state import SnapshotStateStore
+from cdcbridge.snapshot.stream_start import StreamStartReader, wait_for_snapshots
 from cdcbridge.tablestore.client import StreamClient
 from cdcbridge.tablestore.connection import build_ots_client
 from cdcbridge.tablestore.errors import TableNotFoundError
@@ -73,6 +78,8 @@ class TableRuntime:
     stream_id: str
     topics: dict[MessageFormat, str]
     worker: Worker | None = None
+    #: Partition count of each topic, as created or recorded at start (a running worker keeps checking it).
+    partitions: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -83,6 +90,7 @@ class BridgeRuntime:
     worker_id: str
     tables: list[TableRuntime] = field(default_factory=list)
     sink: KafkaSink | None = None
+    end_time_watch: EndTimeWatch | None = None
 
 
 def _table_stream_id(streams: StreamClient, table: TableConfig, instance: str) -> str:
@@ -101,27 +109,31 @@ def _table_stream_id(streams: StreamClient, table: TableConfig, instance: str) -
     return details.stream_id
 
 
-def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) -> BridgeRuntime:
-    """Prepare every table and start its coordination worker; returns once all workers run."""
+def source_client(config: BridgeConfig) -> OTSClient:
+    """The SDK client of the source instance, with the stream APIs installed."""
     source = config.source
-    ots = build_ots_client(
+    return build_ots_client(
         source.endpoint, source.instance, source.access_key_id.get_secret_value(),
         source.access_key_secret.get_secret_value(), region=source.region,
         sts_token=source.sts_token.get_secret_value() if source.sts_token else None,
     )  # fmt: skip
-    streams = StreamClient(ots, check_crc=source.check_crc)
-    runtime = BridgeRuntime(config, worker_id)
-    store = TablestoreLeaseStore(ots, config.coordination.status_table)
-    store.ensure_table()
 
+
+def prepare_tables(
+    config: BridgeConfig, ots: OTSClient, streams: StreamClient, stop: threading.Event
+) -> tuple[list[TableRuntime], TopicValueSerializers]:
+    """What producing a table's messages needs, for `run` and `snapshot` alike: every table's stream, its topics
+    (created with the configured partitions, checked against the recorded counts) and the registered schemas."""
+    source = config.source
     prefix = config.kafka.topic_prefix
+    tables = []
     for table in source.tables:
         stream_id = _table_stream_id(streams, table, source.instance)
-        runtime.tables.append(TableRuntime(table, stream_id, table.topics(prefix=prefix, table=table.name)))
+        tables.append(TableRuntime(table, stream_id, table.topics(prefix=prefix, table=table.name)))
 
     admin = TopicAdmin(config.kafka.client_config())
     schema_by_topic: dict[str, str] = {}
-    for rt in runtime.tables:
+    for rt in tables:
         record = TopicPartitionRecord(ots, config.coordination.status_table, rt.stream_id)
         specs = [
             TopicSpec(topic, rt.table.partitions, CLEANUP_POLICY[fmt], config.kafka.replication_factor)
@@ -132,25 +144,54 @@ def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) ->
             f"creating topics of table {rt.table.name}", partial(admin.ensure, specs, recorded), stop
         )
         record.record(counts, recorded)
+        rt.partitions = {topic: counts[topic] for topic in rt.topics.values() if topic in counts}
         schema_by_topic.update({topic: schema_text(fmt) for fmt, topic in rt.topics.items()})
 
     registry = SchemaRegistryClient(config.kafka.schema_registry.client_config())
     serializers = TopicValueSerializers(registry, schema_by_topic)
     retry_until_up("registering value schemas", serializers.register_all, stop)
+    return tables, serializers
 
-    sink = KafkaSink({**config.kafka.client_config(), "client.id": f"cdcbridge-{worker_id}", **config.kafka.producer})
+
+def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) -> BridgeRuntime:
+    """Prepare every table and start its coordination worker; returns once all workers run.
+
+    A table whose snapshot is running is waited for first (its stream records must not overtake the snapshot's
+    images); with `bridge.end_time` a watch sets `stop` once every shard passed it.
+    """
+    source = config.source
+    ots = source_client(config)
+    streams = StreamClient(ots, check_crc=source.check_crc)
+    runtime = BridgeRuntime(config, worker_id)
+    store = TablestoreLeaseStore(ots, config.coordination.status_table)
+    store.ensure_table()
+    prefix = config.kafka.topic_prefix
+    runtime.tables, serializers = prepare_tables(config, ots, streams, stop)
+    snapshots = SnapshotStateStore(ots, config.coordination.status_table)
+    table_streams = [(rt.table.name, rt.stream_id) for rt in runtime.tables]
+    if not wait_for_snapshots(snapshots, table_streams, stop, config.snapshot.wait_poll_seconds):
+        raise BridgeStartError("stopped while waiting for a table's snapshot to finish")
+
+    sink = KafkaSink(
+        {**config.kafka.client_config(), "client.id": f"cdcbridge-{worker_id}", **config.kafka.producer},
+        stats=DeliveryStats(PRODUCE_LATENCY_BUCKETS),  # counted per message in the sink, exported by the StatsPump
+    )
     runtime.sink = sink
     rows = SourceRowReader(ots)
     for rt in runtime.tables:
         context = BridgeContext(
             table_format=rt.table, table=rt.table.name, instance=source.instance, topic_prefix=prefix,
             serialize=serializers.serialize, sink=sink, read_rows=rows.read_rows,
+            stream_start=StreamStartReader(snapshots, rt.stream_id, rt.table.name),
+            end_time_us=to_us(config.bridge.end_time) if config.bridge.end_time else None,
         )  # fmt: skip
         rt.worker = Worker(
             worker_id=worker_id, stream_id=rt.stream_id, store=store,
             stream=TablestoreStreamAccess(streams, rt.table.name),
             processor_factory=lambda context=context: BridgeProcessor(context), settings=config.coordination,
         )  # fmt: skip
+    if config.bridge.end_time is not None:
+        runtime.end_time_watch = watch_end_time(streams, store.list_leases, table_streams, config.bridge, stop)
     return runtime
 
 
@@ -180,7 +221,17 @@ def run_bridge(config: BridgeConfig, worker_id: str | None = None, stop: threadi
     if observability.metrics_port is not None:
         server = start_metrics_server(observability.metrics_port, observability.metrics_host, registry=metrics)
         log.info("metrics at %s", server.url)
-    pump = StatsPump(metrics, {rt.table.name: rt.worker for rt in runtime.tables if rt.worker}, worker_id).start()
+    pump = StatsPump(
+        metrics, {rt.table.name: rt.worker for rt in runtime.tables if rt.worker}, worker_id,
+        delivery=runtime.sink.stats if runtime.sink is not None else None,
+        topic_tables={topic: rt.table.name for rt in runtime.tables for topic in rt.topics.values()},
+    ).start()  # fmt: skip
+    partitions = PartitionWatch(
+        TopicAdmin(config.kafka.client_config()),
+        {topic: count for rt in runtime.tables for topic, count in rt.partitions.items()},
+        stop,
+        config.kafka.partition_check_interval_seconds,
+    ).start()
     for thread in threads:
         thread.start()
     try:
@@ -191,6 +242,7 @@ def run_bridge(config: BridgeConfig, worker_id: str | None = None, stop: threadi
         stop.set()
         for thread in threads:
             thread.join()
+        partitions.stop()
         pump.stop()
         if server is not None:
             server.stop()
@@ -198,5 +250,7 @@ def run_bridge(config: BridgeConfig, worker_id: str | None = None, stop: threadi
             remaining = runtime.sink.close(30)
             if remaining:
                 log.warning("%d messages were still unacknowledged at exit; they will be sent again", remaining)
+    if partitions.failure is not None:
+        raise partitions.failure
     if failures:
         raise failures[0]

@@ -5,6 +5,10 @@ record (numbered by sub-sequence), serializes them through the registry-bound se
 primary key. A small pump thread moves the shard's checkpoint to the end of the acknowledged prefix; a delivery
 failure freezes the checkpoint at the gap and makes the next call raise, so coordination restarts the shard from its
 stored checkpoint (at-least-once, never a skipped message).
+
+Two bounds in time (cdcbridge.snapshot): records committed before the table's snapshot start are covered by the
+snapshot, so they are checkpointed as handled without a message; records committed after `bridge.end_time` are
+neither produced nor checkpointed, so a later run without an end time continues exactly there.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from cdcbridge.bridge.acks import AckTracker, ConfirmedPosition, PendingRecord
 from cdcbridge.bridge.row_lookup import CurrentRow
@@ -68,6 +73,13 @@ class BridgeContext:
     read_rows: RowReader | None
     checkpoint_interval_seconds: float = 1.0
     on_produced: Callable[[int], None] | None = None
+    #: Called when a shard's processor starts: the table's stream start in µs (records committed before it are
+    #: skipped), or None; raises while the table's snapshot runs, so the shard produces nothing until it is done.
+    stream_start: Callable[[], int | None] | None = None
+    #: Records committed after this (µs) are neither produced nor checkpointed (`bridge.end_time`).
+    end_time_us: int | None = None
+    #: Told how many records of a batch were skipped because the snapshot covers them.
+    on_skipped: Callable[[int], None] | None = None
 
 
 class BridgeProcessor(RecordProcessor):
@@ -83,25 +95,39 @@ class BridgeProcessor(RecordProcessor):
         self._pump: threading.Thread | None = None
         self._checkpoint_lock = threading.Lock()
         self._shard_id = ""
+        self._start_us: int | None = None
+        self._skipped = 0
+        self._past_end_time = False
 
     # ----------------------------------------------------------------------------------- RecordProcessor
     def initialize(self, initialization: InitializationInput) -> None:
         self._shard_id = initialization.shard_id
+        if self._context.stream_start is not None:
+            self._start_us = self._context.stream_start()
         self._pump = threading.Thread(target=self._pump_checkpoints, name=f"ckpt-{self._shard_id}", daemon=True)
         self._pump.start()
 
     def process_records(self, records: ProcessRecordsInput) -> None:
         self._raise_if_failed()
         self._checkpointer = records.checkpointer
+        if self._past_end_time:
+            return  # later records are later still: nothing more is produced or checkpointed for this shard
         context = self._context
-        rows = self._lookup_rows(records.records)
+        batch = self._within_end_time(records.records)
+        start_us = self._start_us
+        produced_records = batch if start_us is None else [r for r in batch if r.sequence.timestamp_us >= start_us]
+        rows = self._lookup_rows(produced_records)  # the skipped records need no row read back
         # Per message, the work below is most of the bridge's time: names are bound once per batch.
         table_format, instance, prefix = context.table_format, context.instance, context.topic_prefix
         serialize, produce = context.serialize, context.sink.produce
         register, ack_callback, topics = self._tracker.register, self._ack_callback, self._topics
         shard_id = self._shard_id
-        produced = 0
-        for record in records.records:
+        produced = skipped = 0
+        for record in batch:
+            if start_us is not None and record.sequence.timestamp_us < start_us:
+                register(record.sequence, 0)  # covered by the snapshot: handled, nothing to send
+                skipped += 1
+                continue
             if not record.shard_id:
                 record.shard_id = shard_id  # iterators are opaque: we know the shard here
             messages = build_table_messages(
@@ -129,6 +155,8 @@ class BridgeProcessor(RecordProcessor):
             produced += len(messages) - first_sub
         if context.on_produced is not None:
             context.on_produced(produced)
+        if skipped:
+            self._count_skipped(skipped)
 
     def shutdown(self, shutdown: ShutdownInput) -> None:
         self._checkpointer = shutdown.checkpointer
@@ -140,15 +168,41 @@ class BridgeProcessor(RecordProcessor):
                 while not self._tracker.wait_all_acked(1.0):
                     self._raise_if_failed()
                 self._raise_if_failed()
-                self._write_checkpoint(final=True)
+                # Past the end time, records after it were handed out but not produced: no SHARD_END over them.
+                self._write_checkpoint(final=not self._past_end_time)
                 return
             if shutdown.reason in (ShutdownReason.STOLEN, ShutdownReason.REQUESTED):
                 self._tracker.wait_all_acked(shutdown.timeout_seconds)
                 self._write_checkpoint(final=False)
         finally:
             self._stop_pump.set()
+            if self._skipped:
+                log.info("shard %s of table %s: %d record(s) before the snapshot start skipped in this run",
+                         self._shard_id, self._context.table, self._skipped)  # fmt: skip
 
     # ----------------------------------------------------------------------------------- internals
+    def _within_end_time(self, records: list[ChangeRecord]) -> list[ChangeRecord]:
+        """The records up to the end time; from the first one after it on, this shard produces nothing more."""
+        end_us = self._context.end_time_us
+        if end_us is None or not records or records[-1].sequence.timestamp_us <= end_us:
+            return records
+        for index, record in enumerate(records):
+            if record.sequence.timestamp_us > end_us:
+                self._past_end_time = True
+                log.info("shard %s of table %s passed the end time; it produces nothing after %s",
+                         self._shard_id, self._context.table, record.sequence.to_text())  # fmt: skip
+                return records[:index]
+        return records
+
+    def _count_skipped(self, skipped: int) -> None:
+        if not self._skipped:
+            start = datetime.fromtimestamp((self._start_us or 0) / 1e6, UTC).isoformat(timespec="milliseconds")
+            log.info("shard %s of table %s: skipping records committed before the snapshot start %s; the snapshot "
+                     "covers them", self._shard_id, self._context.table, start)  # fmt: skip
+        self._skipped += skipped
+        if self._context.on_skipped is not None:
+            self._context.on_skipped(skipped)
+
     def _lookup_rows(self, records: list[ChangeRecord]) -> dict[int, CurrentRow | None]:
         context = self._context
         wanted = [r for r in records if needs_row_lookup(r, context.table_format)]

@@ -2,17 +2,21 @@
 
 Per shard: owner, stealer, checkpoint, parents, how long ago the lease was last renewed (the version timestamp of
 its LeaseCounter cell, which every lease write bumps) and the lag: records after the checkpoint and the age of the
-oldest of them. Per topic: the partition count recorded at creation and the count Kafka reports now.
+oldest of them. Per topic: the partition count recorded at creation and the count Kafka reports now. Per table with
+a snapshot: its state, stream start and progress. With an end time (`bridge.end_time`, or passed in): per shard the
+commit time reached against it and whether it passed (cdcbridge.snapshot.end_time), like DescribeTunnel's progress.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 from tablestore import INF_MAX, INF_MIN, OTSClient
 
+from cdcbridge.bridge.app import source_client
 from cdcbridge.bridge.topic_record import TopicPartitionRecord
 from cdcbridge.config import BridgeConfig
 from cdcbridge.coordination.checkpoint.positions import SHARD_END, TRIM_HORIZON
@@ -25,8 +29,9 @@ from cdcbridge.coordination.leases.lease import (
     Lease,
 )
 from cdcbridge.coordination.leases.tablestore_store import TablestoreLeaseStore
+from cdcbridge.snapshot.end_time import format_time_us, shard_progress, to_us
+from cdcbridge.snapshot.state import SnapshotStateStore
 from cdcbridge.tablestore.client import StreamClient
-from cdcbridge.tablestore.connection import build_ots_client
 from cdcbridge.tablestore.errors import StreamError
 
 #: Lag is counted by reading the stream from the checkpoint; stop counting after this many records.
@@ -47,6 +52,11 @@ class ShardStatus:
     lag_records_capped: bool
     lag_seconds: float | None
     finished: bool
+    #: Commit time of the last checkpointed record (ISO 8601), None before the first checkpoint.
+    reached: str | None = None
+    #: Against the end time, when there is one: "passed", or where the shard stands.
+    end_time_state: str | None = None
+    passed_end_time: bool | None = None
 
 
 @dataclass
@@ -57,10 +67,29 @@ class TopicStatus:
 
 
 @dataclass
+class SnapshotStatus:
+    table: str
+    state: str
+    stream_start: str
+    ranges: int | None
+    ranges_done: int
+    rows: int
+
+
+@dataclass
 class ClusterStatus:
     shards: list[ShardStatus] = field(default_factory=list)
     topics: list[TopicStatus] = field(default_factory=list)
+    snapshots: list[SnapshotStatus] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    end_time: str | None = None
+
+    @property
+    def every_shard_passed_end_time(self) -> bool | None:
+        """True once every shard passed the end time (None without an end time)."""
+        if self.end_time is None:
+            return None
+        return bool(self.shards) and all(shard.passed_end_time for shard in self.shards)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,7 +103,7 @@ class ClusterStatus:
         return counts
 
 
-def _renew_times(client: OTSClient, status_table: str, stream_id: str) -> dict[str, int]:
+def lease_renew_times(client: OTSClient, status_table: str, stream_id: str) -> dict[str, int]:
     """shard id → ms timestamp of the latest LeaseCounter write."""
     start: Any = [(COL_STREAM_ID, stream_id), (COL_STATUS_TYPE, LEASE_STATUS_TYPE), (COL_STATUS_VALUE, INF_MIN)]
     end = [(COL_STREAM_ID, stream_id), (COL_STATUS_TYPE, LEASE_STATUS_TYPE), (COL_STATUS_VALUE, INF_MAX)]
@@ -113,16 +142,30 @@ def _lag(streams: StreamClient, stream_id: str, lease: Lease, now_us: int) -> tu
     return behind, behind >= LAG_COUNT_LIMIT, age
 
 
-def collect_status(config: BridgeConfig, *, with_lag: bool = True) -> ClusterStatus:
-    source = config.source
-    client = build_ots_client(
-        source.endpoint, source.instance, source.access_key_id.get_secret_value(),
-        source.access_key_secret.get_secret_value(), region=source.region,
+def snapshot_status(store: SnapshotStateStore, stream_id: str, table: str) -> SnapshotStatus | None:
+    record = store.read(stream_id, table)
+    if record is None:
+        return None
+    ranges = store.read_ranges(stream_id)
+    return SnapshotStatus(
+        table=table, state=record.state.value, stream_start=format_time_us(record.start_us), ranges=record.ranges,
+        ranges_done=sum(1 for progress in ranges if progress.done),
+        rows=record.rows if record.finished_at_ms is not None else sum(progress.rows for progress in ranges),
     )  # fmt: skip
+
+
+def collect_status(config: BridgeConfig, *, with_lag: bool = True, end_time: datetime | None = None) -> ClusterStatus:
+    """`end_time` defaults to `bridge.end_time`; with one, each shard's progress towards it is read too."""
+    source = config.source
+    client = source_client(config)  # with the STS token too, when one is configured
     streams = StreamClient(client, check_crc=source.check_crc)
     store = TablestoreLeaseStore(client, config.coordination.status_table)
     status = ClusterStatus()
     now_ms = time.time() * 1000
+    end_time = end_time or config.bridge.end_time
+    end_us = to_us(end_time) if end_time is not None else None
+    status.end_time = format_time_us(end_us) if end_us is not None else None
+    snapshots = SnapshotStateStore(client, config.coordination.status_table)
     actual_counts: dict[str, int] = {}
     try:
         from cdcbridge.kafka.topics import TopicAdmin
@@ -144,8 +187,13 @@ def collect_status(config: BridgeConfig, *, with_lag: bool = True) -> ClusterSta
         if not stream_id:
             status.errors.append(f"table {table.name}: no stream enabled")
             continue
-        renewed = _renew_times(client, config.coordination.status_table, stream_id)
-        for lease in sorted(store.list_leases(stream_id), key=lambda lease: lease.shard_id):
+        snapshot = snapshot_status(snapshots, stream_id, table.name)
+        if snapshot is not None:
+            status.snapshots.append(snapshot)
+        renewed = lease_renew_times(client, config.coordination.status_table, stream_id)
+        leases = store.list_leases(stream_id)
+        status.errors += [str(error) for error in store.invalid_lease_rows(stream_id)]  # edited by hand, not read
+        for lease in sorted(leases, key=lambda lease: lease.shard_id):
             lag: tuple[int | None, bool, float | None] = (None, False, None)
             if with_lag:
                 try:
@@ -161,7 +209,15 @@ def collect_status(config: BridgeConfig, *, with_lag: bool = True) -> ClusterSta
                 renewed_seconds_ago=None if renew_ms is None else round(max(0.0, now_ms - renew_ms) / 1000, 1),
                 lag_records=lag[0], lag_records_capped=lag[1],
                 lag_seconds=None if lag[2] is None else round(lag[2], 1), finished=lease.is_finished,
+                reached=format_time_us(lease.checkpoint_seq.sequence.timestamp_us) if lease.checkpoint_seq else None,
             ))  # fmt: skip
+            if end_us is not None:
+                progress = shard_progress(
+                    streams, table.name, stream_id, lease.shard_id, lease, end_us=end_us, now_us=int(now_ms * 1000),
+                    grace_us=int(config.bridge.end_time_grace_seconds * 1_000_000),
+                )  # fmt: skip
+                status.shards[-1].end_time_state = progress.describe(end_us)
+                status.shards[-1].passed_end_time = progress.passed
         topics = table.topics(prefix=config.kafka.topic_prefix, table=table.name).values()
         recorded = TopicPartitionRecord(client, config.coordination.status_table, stream_id).read(topics)
         status.topics += [TopicStatus(t, recorded.get(t), actual_counts.get(t)) for t in topics]
@@ -192,6 +248,18 @@ def render_text(status: ClusterStatus) -> str:
             else "  MISMATCH: the bridge will refuse to start"
         )
         lines.append(f"{t.topic:<40} {t.recorded_partitions or '-':>9} {t.actual_partitions or '-':>7}{flag}")
+    if status.snapshots:
+        lines.append("")
+        lines.append(f"{'SNAPSHOT OF':<14} {'STATE':<8} {'STREAM START':<30} {'RANGES':>9} {'ROWS':>12}")
+        for snap in status.snapshots:
+            ranges = f"{snap.ranges_done}/{snap.ranges if snap.ranges is not None else '?'}"
+            lines.append(f"{snap.table:<14} {snap.state:<8} {snap.stream_start:<30} {ranges:>9} {snap.rows:>12,}")
+    if status.end_time is not None:
+        passed = sum(1 for shard in status.shards if shard.passed_end_time)
+        lines.append("")
+        lines.append(f"END TIME {status.end_time}: {passed}/{len(status.shards)} shards passed")
+        for shard in status.shards:
+            lines.append(f"{shard.table:<14} {shard.shard_id:<28} {shard.end_time_state}")
     if status.owners:
         lines.append("")
         lines.append("active leases per worker: " + ", ".join(f"{w}={n}" for w, n in sorted(status.owners.items())))

@@ -15,6 +15,10 @@ STATUS_TYPE = "TopicPartitions"
 PARTITIONS_COLUMN = "Partitions"
 
 
+class TopicRecordError(Exception):
+    """A recorded partition count was edited into something that is not a count; the message names the row."""
+
+
 class TopicPartitionRecord:
     def __init__(self, client: OTSClient, status_table: str, stream_id: str) -> None:
         self._client = client
@@ -29,8 +33,17 @@ class TopicPartitionRecord:
         for topic in topics:
             _, row, _ = self._client.get_row(self._table, self._pk(topic), [PARTITIONS_COLUMN], max_version=1)
             if row is not None and row.attribute_columns:
-                recorded[topic] = int(row.attribute_columns[0][1])
+                recorded[topic] = self._count(topic, row.attribute_columns[0][1])
         return recorded
+
+    def _count(self, topic: str, value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise TopicRecordError(
+                f"status table {self._table}: row (StreamId={self._stream_id!r}, StatusType={STATUS_TYPE!r}, "
+                f"StatusValue={topic!r}) has {PARTITIONS_COLUMN} {value!r}, not a positive INTEGER; set it to the "
+                "topic's partition count or delete the row (the bridge then records the current count again)"
+            )
+        return value
 
     def record(self, counts: Mapping[str, int], already: Mapping[str, int]) -> None:
         for topic, partitions in counts.items():

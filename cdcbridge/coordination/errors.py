@@ -59,5 +59,10 @@ class ShardNotFoundError(StreamError):
     """The shard no longer exists (all of its data expired). Nothing more can be read from it."""
 
 
+class InvalidPositionError(StreamError):
+    """The service cannot use the read position (an iterator edited by hand, or from another stream): reading it
+    again will never work, so the shard re-reads from its oldest retained record, skipping what was confirmed."""
+
+
 class StreamUnavailableError(StreamError):
     """A transient failure reading the stream; the same call may be retried later."""

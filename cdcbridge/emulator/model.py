@@ -194,6 +194,14 @@ class RangeResult:
 
 
 @dataclass(frozen=True, slots=True)
+class SplitPoints:
+    """ComputeSplitPointsBySize: the table's primary-key schema and the keys that start the 2nd..nth split."""
+
+    primary_key: list[PrimaryKeyColumn]
+    points: list[list[tuple[str, Any]]]
+
+
+@dataclass(frozen=True, slots=True)
 class StreamInfo:
     stream_id: str
     table_name: str
@@ -703,6 +711,22 @@ class Instance:
             index += step
         return RangeResult(rows, None)
 
+    def compute_split_points(self, table_name: str, split_size_bytes: int) -> SplitPoints:
+        """Cut the key range into consecutive splits of about `split_size_bytes` of row data each (primary key and
+        every cell version), as the service does for ComputeSplitPointsBySize; a split point is the first key of
+        the split it starts. Rows are never cut, so a split holds at least one row."""
+        table = self.table(table_name)
+        if split_size_bytes <= 0:
+            raise ParameterInvalid(f"split size must be positive, got {split_size_bytes} bytes.")
+        points: list[list[tuple[str, Any]]] = []
+        accumulated = 0
+        for key in table.sorted_keys():
+            if accumulated >= split_size_bytes:
+                points.append(table.schema.pairs(key))
+                accumulated = 0
+            accumulated += _row_size(key, table.rows[key])
+        return SplitPoints(list(table.schema.columns), points)
+
     # -- streams ------------------------------------------------------------------------------------------------
 
     def _streams(self) -> dict[str, Stream]:
@@ -790,6 +814,14 @@ def _value_size(value: Any) -> int:
     if value is None:
         return 0
     return 8
+
+
+def _row_size(key: Key, row: Row) -> int:
+    """Bytes of a row as split sizes count them: primary-key values, then every cell version (name + value)."""
+    size = sum(_value_size(value) for value in key)
+    for name, versions in row.columns.items():
+        size += len(name) * len(versions) + sum(_value_size(value) for _, value in versions)
+    return size
 
 
 def _attribute_value(name: str, value: Any) -> Any:
@@ -891,6 +923,7 @@ __all__ = [
     "ReadOptions",
     "RowChange",
     "RowView",
+    "SplitPoints",
     "StreamDetails",
     "StreamInfo",
     "StreamSpec",

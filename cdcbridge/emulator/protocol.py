@@ -33,6 +33,7 @@ from cdcbridge.emulator.model import (
     ReadOptions,
     RowChange,
     RowView,
+    SplitPoints,
     StreamSpec,
     TableDescription,
     TableOptions,
@@ -54,6 +55,9 @@ from cdcbridge.tablestore.plainbuffer import (
 from cdcbridge.tablestore.proto import recast, stream_pb2
 
 M = TypeVar("M", bound=Message)
+
+#: ComputeSplitPointsBySize counts `split_size` in units of 100 MB unless the request names another unit.
+SPLIT_SIZE_UNIT = 100 * 1024 * 1024
 
 _PK_TYPES = {pb2.INTEGER: PkType.INTEGER, pb2.STRING: PkType.STRING, pb2.BINARY: PkType.BINARY}
 _PK_TYPES[pb2.PK_BOOLEAN] = PkType.BOOLEAN
@@ -260,6 +264,7 @@ class ProtocolHandler:
             "BatchGetRow": self.batch_get_row,
             "BatchWriteRow": self.batch_write_row,
             "GetRange": self.get_range,
+            "ComputeSplitPointsBySize": self.compute_split_points_by_size,
             "ListStream": self.list_stream,
             "DescribeStream": self.describe_stream,
             "GetShardIterator": self.get_shard_iterator,
@@ -440,6 +445,22 @@ class ProtocolHandler:
         _consumed(response.consumed, read=max(1, len(rows)))
         if result.next_start_primary_key is not None:
             response.next_start_primary_key = encode_row(result.next_start_primary_key)
+        return response.SerializeToString()
+
+    def compute_split_points_by_size(self, body: bytes) -> bytes:
+        """Split points as PlainBuffer primary keys (with header, as the SDKs read them) and one location hint
+        repeated for every split: the emulator is one machine."""
+        request = parse(pb2.ComputeSplitPointsBySizeRequest, body)
+        unit = request.split_size_unit_in_byte if request.HasField("split_size_unit_in_byte") else SPLIT_SIZE_UNIT
+        if unit <= 0:
+            raise ParameterInvalid(f"split_size_unit_in_byte must be positive, got {unit}.")
+        result: SplitPoints = self._call("compute_split_points", request.table_name, request.split_size * unit)
+        response = pb2.ComputeSplitPointsBySizeResponse()
+        _consumed(response.consumed, read=1)
+        for column in result.primary_key:
+            response.schema.add(name=column.name, type=_PB_PK_TYPES[column.type])
+        response.split_points.extend(encode_row(point) for point in result.points)
+        response.locations.add(location="cdcbridge-emulator", repeat=len(result.points) + 1)
         return response.SerializeToString()
 
     # -- streams --------------------------------------------------------------------------------------------------

@@ -12,9 +12,29 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from cdcbridge.kafka.errors import RegistryUnreachableError, SchemaIncompatibleError
+from cdcbridge.kafka.errors import KafkaSideError, RegistryUnreachableError, SchemaIncompatibleError
 
 COMPATIBILITY = "FULL_TRANSITIVE"
+#: HTTP answers that say "try again later" rather than "this request is wrong".
+_RETRYABLE_STATUSES = frozenset({408, 425, 429})
+
+
+class RegistryRefusedError(KafkaSideError):
+    """The registry answered, and refused: bad credentials, no permission, a wrong URL path. Retrying the same
+    request cannot help, so the bridge stops with the setting to fix instead of retrying forever."""
+
+
+def _refusal_fix(status: int) -> str:
+    if status == 401:
+        return "check kafka.schema_registry.basic_auth_user_info (user:password) or the credentials in the URL"
+    if status == 403:
+        return "grant this user write access to the subject in the registry, or use a user that has it"
+    if status == 404:
+        return (
+            "check kafka.schema_registry.url: it must be the Confluent-compatible API base "
+            "(Apicurio: http://host:port/apis/ccompat/v7)"
+        )
+    return "check kafka.schema_registry.url and the registry's log"
 
 
 def subject_for(topic: str) -> str:
@@ -28,13 +48,19 @@ def _registry_errors(subject: str, doing: str) -> Iterator[None]:
     try:
         yield
     except SchemaRegistryError as error:
-        if error.http_status_code == 409 and doing == "registering":
+        status = error.http_status_code or 0
+        if status == 409 and doing == "registering":
             raise
+        if 400 <= status < 500 and status not in _RETRYABLE_STATUSES:
+            raise RegistryRefusedError(
+                f"the schema registry refused {doing} subject {subject}: HTTP {status} {error.error_message}; "
+                f"{_refusal_fix(status)}"
+            ) from error
         raise RegistryUnreachableError(
             f"schema registry error while {doing} subject {subject}: HTTP {error.http_status_code} "
             f"{error.error_message}"
         ) from error
-    except (SchemaIncompatibleError, RegistryUnreachableError):
+    except (SchemaIncompatibleError, RegistryUnreachableError, RegistryRefusedError):
         raise
     except Exception as error:  # connection refused, DNS, timeouts: httpx raises its own types
         raise RegistryUnreachableError(

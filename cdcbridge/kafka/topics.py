@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cdcbridge.kafka.errors import BrokerUnreachableError, TopicPartitionMismatchError
+from cdcbridge.kafka.errors import BrokerUnreachableError, KafkaSideError, TopicPartitionMismatchError
 
 
 @dataclass(frozen=True)
@@ -29,11 +29,55 @@ class TopicSpec:
         return {"cleanup.policy": self.cleanup_policy, **dict(self.config)}
 
 
+class TopicRefusedError(KafkaSideError):
+    """Kafka answered and refused to create or describe a topic (permissions, policy, replication); retrying the
+    same request cannot help, so the message names the topic and the setting or grant to fix."""
+
+
+class KafkaClientConfigError(KafkaSideError):
+    """librdkafka refused the client settings before connecting (unknown SASL mechanism, unreadable CA file ...)."""
+
+
+def _refusal_fix(code: str, spec: TopicSpec | None) -> str:
+    if spec is None:  # describing an existing topic
+        if code == "TOPIC_AUTHORIZATION_FAILED":
+            return "grant the bridge's Kafka user DESCRIBE on the topic"
+        return "check the broker's log"
+    create_yourself = (
+        f"or create it yourself with {spec.partitions} partitions and cleanup.policy={spec.cleanup_policy} (the "
+        "bridge then checks and records its count)"
+    )
+    if code == "INVALID_REPLICATION_FACTOR":
+        return f"set kafka.replication_factor to at most the number of brokers, {create_yourself}"
+    if code in ("TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED"):
+        return f"grant the bridge's Kafka user CREATE and DESCRIBE on the topic, {create_yourself}"
+    if code == "INVALID_TOPIC_EXCEPTION":
+        return "configure a valid topic name (letters, digits, '.', '_', '-'; at most 249 characters)"
+    return f"check the broker's log, {create_yourself}"
+
+
+def _refused(doing: str, topic: str, spec: TopicSpec | None, error: KafkaException) -> KafkaSideError:
+    """A retriable failure is an unreachable broker (the bridge retries at start); anything else is a refusal."""
+    kafka_error = error.args[0]
+    if kafka_error.retriable() or kafka_error.name() in ("_TRANSPORT", "_TIMED_OUT", "REQUEST_TIMED_OUT"):
+        return BrokerUnreachableError(f"{doing} topic {topic} got no answer from Kafka ({kafka_error.str()})")
+    return TopicRefusedError(
+        f"Kafka refused {doing} topic {topic}: {kafka_error.name()}: {kafka_error.str()}; "
+        f"{_refusal_fix(kafka_error.name(), spec)}"
+    )
+
+
 class TopicAdmin:
     """Thin policy layer over confluent-kafka's AdminClient."""
 
     def __init__(self, client_config: Mapping[str, str], timeout: float = 30.0) -> None:
-        self._admin = AdminClient(dict(client_config))
+        try:
+            self._admin = AdminClient(dict(client_config))
+        except KafkaException as error:  # librdkafka checks settings (and reads CA / key files) right here
+            raise KafkaClientConfigError(
+                f"the Kafka client settings are unusable: {error.args[0].str()}; check kafka.bootstrap_servers and "
+                "kafka.security (protocol, sasl_mechanism, sasl_username and sasl_password, ssl_*_location files)"
+            ) from error
         self._timeout = timeout
         self._bootstrap = client_config.get("bootstrap.servers", "?")
 
@@ -44,14 +88,21 @@ class TopicAdmin:
         except KafkaException as error:
             raise BrokerUnreachableError(
                 f"no Kafka broker answered at {self._bootstrap} within {self._timeout:.0f}s ({error.args[0]}); "
-                "check kafka.bootstrap_servers and that the brokers run"
+                "check kafka.bootstrap_servers, that the brokers run, and that kafka.security matches their "
+                "listener (protocol, SASL mechanism and credentials, CA)"
             ) from error
         present = [name for name in dict.fromkeys(names) if name in metadata.topics]
         if not present:
             return {}
         # list_topics may answer from a cached view; DescribeTopics asks the controller for the current count.
         futures = self._admin.describe_topics(TopicCollection(present), request_timeout=self._timeout)
-        return {name: len(future.result(timeout=self._timeout).partitions) for name, future in futures.items()}
+        counts = {}
+        for name, future in futures.items():
+            try:
+                counts[name] = len(future.result(timeout=self._timeout).partitions)
+            except KafkaException as error:
+                raise _refused("describing", name, None, error) from error
+        return counts
 
     def _check_counts(self, specs: list[TopicSpec], existing: dict[str, int], recorded: Mapping[str, int]) -> None:
         for spec in specs:
@@ -98,7 +149,7 @@ class TopicAdmin:
                     existing[spec.name] = spec.partitions  # created by us, with exactly this count
                 except KafkaException as error:
                     if error.args[0].name() != "TOPIC_ALREADY_EXISTS":
-                        raise
+                        raise _refused("creating", spec.name, spec, error) from error
                     raced.append(spec)  # a peer created it at the same moment: check what it created
             if raced:
                 existing.update(self._wait_visible(raced))

@@ -27,10 +27,16 @@ def start_registry(state_dir: Path, host: str, port: int, heap_mb: int = 512) ->
         raise StackError(f"no quarkus-run.jar under {dist}; delete that folder so the next run fetches it again")
     java = find_java(21, purpose="Apicurio Registry 3.3")
     url = f"http://{host}:{port}{CCOMPAT_PATH}"
-    argv = [
-        str(java.java), f"-Xmx{heap_mb}m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+    argv = registry_argv(java.java, runner, host, port, free_port(host), heap_mb)
+    return start_service("registry", argv, state_dir=state_dir, endpoint=url, ready=lambda: _answers(url), timeout=180)
+
+
+def registry_argv(java: Path, runner: Path, host: str, port: int, management_port: int, heap_mb: int) -> list[str]:
+    """The Apicurio command line: both its HTTP API and its management endpoint bind to `host` only."""
+    return [
+        str(java), f"-Xmx{heap_mb}m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
         f"-Dquarkus.http.host={host}", f"-Dquarkus.http.port={port}",
-        f"-Dquarkus.management.host={host}", f"-Dquarkus.management.port={free_port(host)}",
+        f"-Dquarkus.management.host={host}", f"-Dquarkus.management.port={management_port}",
         "-Dquarkus.log.level=WARN",
         # Tests and `cdcbridge stack` reset subjects; deletion is off by default in Apicurio.
         "-Dapicurio.rest.deletion.group.enabled=true",
@@ -38,4 +44,3 @@ def start_registry(state_dir: Path, host: str, port: int, heap_mb: int = 512) ->
         "-Dapicurio.rest.deletion.artifact-version.enabled=true",
         "-jar", str(runner),
     ]  # fmt: skip
-    return start_service("registry", argv, state_dir=state_dir, endpoint=url, ready=lambda: _answers(url), timeout=180)

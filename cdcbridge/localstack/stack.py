@@ -52,20 +52,32 @@ def start_emulator(
 ) -> ProcessRecord:
     require_free_port("Tablestore emulator", host, port)
     url = f"http://{host}:{port}"
+    argv = emulator_argv(host, port, data_dir, increments_as_deltas=increments_as_deltas)
+    return start_service("emulator", argv, state_dir=state_dir, endpoint=url, ready=lambda: _emulator_answers(url))
+
+
+def emulator_argv(
+    host: str, port: int, data_dir: Path | None = None, *, increments_as_deltas: bool = False
+) -> list[str]:
+    """The emulator's command line; it binds `host` only. Its credentials stay at their defaults (or come from
+    EMULATOR_ACCESS_KEY_ID / EMULATOR_ACCESS_KEY_SECRET in the environment), never on the command line."""
     argv = [sys.executable, "-m", "cdcbridge", "emulator", "--host", host, "--port", str(port)]
     if data_dir is not None:
         argv += ["--data-dir", str(data_dir)]
     if increments_as_deltas:
         argv.append("--increments-as-deltas")
-    return start_service("emulator", argv, state_dir=state_dir, endpoint=url, ready=lambda: _emulator_answers(url))
+    return argv
 
 
 class LocalStack:
     """Starts, finds and stops the services recorded in one state folder."""
 
-    def __init__(self, state_dir: Path, host: str = "127.0.0.1") -> None:
+    def __init__(self, state_dir: Path, host: str = "127.0.0.1", advertised_host: str | None = None) -> None:
+        """`host`: the address every service binds (loopback unless told otherwise); `advertised_host`: what Kafka
+        tells clients to connect to when `host` is a wildcard such as 0.0.0.0 (default 127.0.0.1)."""
         self.state_dir = state_dir
         self.host = host
+        self.advertised_host = advertised_host
 
     def up(
         self, ports: StackPorts | None = None, services: tuple[str, ...] = SERVICES, *,
@@ -81,7 +93,8 @@ class LocalStack:
                 if record is not None and record.is_running():
                     continue
                 if name == "kafka":
-                    started.append(start_kafka(self.state_dir, self.host, ports.kafka, ports.kafka_controller))
+                    started.append(start_kafka(self.state_dir, self.host, ports.kafka, ports.kafka_controller,
+                                               advertised_host=self.advertised_host))  # fmt: skip
                 elif name == "registry":
                     started.append(start_registry(self.state_dir, self.host, ports.registry))
                 elif name == "emulator":

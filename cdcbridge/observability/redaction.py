@@ -87,6 +87,18 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], .
         ),
         _mask_value,
     ),
+    # YAML lines (a config snippet in a parse error, a dumped config): `  sasl_password: x` masks the rest of the line.
+    (
+        re.compile(rf"(?P<key>^[ \t]*(?:-[ \t]+)?{_SECRET_KEY}[ \t]*:[ \t]+)(?P<value>[^\n]*[^\s])", re.I | re.M),
+        _mask_value,
+    ),
+    # YAML flow mappings: {sasl_password: x, user: y}.
+    (
+        re.compile(
+            rf"(?P<key>(?<=[{{,])[ \t]*{_SECRET_KEY}[ \t]*:[ \t]+)(?P<value>{_QUOTED_VALUE}|{_UNQUOTED_VALUE})", re.I
+        ),
+        _mask_value,
+    ),
     # Bare keys with '=' (kwargs reprs, libpq DSNs, properties, query strings): password=x, sasl.password=y.
     (
         re.compile(

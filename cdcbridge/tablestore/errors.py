@@ -190,6 +190,13 @@ def _map_service_error(
         missing = _not_found_error(said, meta, api=api, table=table, stream_id=stream_id, shard_id=shard_id)
         if missing is not None:
             return missing
+    if code == "OTSParameterInvalid" and api == "GetStreamRecord":
+        return InvalidRequestError(
+            f"{api} on {subject}: the service cannot use the shard iterator ({said}). If it is a stored checkpoint "
+            "(a lease row's Checkpoint), set that Checkpoint to TRIM_HORIZON: the shard is read again from its "
+            "oldest retained record (records already sent are sent again, none is lost)",
+            **meta,
+        )
     if code in ("OTSParameterInvalid", "OTSObjectNotExist"):
         return InvalidRequestError(
             f"{api} on {subject}: the service refused the request as invalid ({said}). If this is a stored shard "

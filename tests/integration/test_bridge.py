@@ -201,6 +201,30 @@ def test_a_changed_partition_count_is_refused_at_start(stack: StackEndpoints, em
         start_bridge(config, "w", threading.Event())
 
 
+def test_a_partition_count_changed_while_running_stops_the_worker(
+    stack: StackEndpoints, emulator: EmulatorServer
+) -> None:
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    ots = ots_client(emulator.url)
+    create_stream_table(ots, "grown", [("id", "INTEGER")])
+    config = bridge_config(stack, emulator.url, [{"name": "grown", "partitions": 2}])
+    config = config.model_copy(
+        update={"kafka": config.kafka.model_copy(update={"partition_check_interval_seconds": 0.5})}
+    )
+    topic = f"{config.kafka.topic_prefix}.grown.mutation"
+    bridge = BridgeThread(config, "worker-a").start()
+    ots.put_row("grown", Row([("id", 1)], [("v", 1)]), IGNORE)
+    read_topic(stack, topic, until=lambda m: len(m) >= 1)  # running, topic created with 2 partitions
+    admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
+    admin.create_partitions([NewPartitions(topic, 3)])[topic].result(30)
+    assert bridge.thread is not None
+    bridge.thread.join(60)
+    assert not bridge.thread.is_alive(), "the worker stops once the changed count is seen"
+    with pytest.raises(TopicPartitionMismatchError, match=f"topic {topic} now has 3 partitions but had 2"):
+        bridge.close()
+
+
 def test_status_shows_a_live_cluster(stack: StackEndpoints, emulator: EmulatorServer) -> None:
     import time
 

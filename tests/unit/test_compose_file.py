@@ -13,7 +13,8 @@ def _compose() -> dict:
 
 def test_services_and_their_dependencies() -> None:
     services = _compose()["services"]
-    assert set(services) == {"kafka", "registry", "emulator", "bridge-1", "bridge-2", "apply"}
+    assert set(services) == {"kafka", "registry", "emulator", "bridge-1", "bridge-2", "apply", "prometheus", "grafana"}
+    assert services["prometheus"]["profiles"] == services["grafana"]["profiles"] == ["monitoring"]
     for worker in ("bridge-1", "bridge-2"):
         deps = services[worker]["depends_on"]
         assert deps == {name: {"condition": "service_healthy"} for name in ("kafka", "registry", "emulator")}

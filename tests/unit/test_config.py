@@ -92,3 +92,28 @@ def test_unreadable_file_and_bad_yaml_say_what_to_do(tmp_path: Path) -> None:
     bad.write_text("source: [unclosed\n")
     with pytest.raises(ConfigError, match="is not valid YAML"):
         load_config(bad)
+
+
+def test_secret_files_fill_secrets_without_their_trailing_newline(tmp_path: Path) -> None:
+    secret = tmp_path / "ak_secret"
+    secret.write_text("from-a-file-s3cr3t\n")
+    data = {"source": {"access_key_secret": f"${{file:{secret}}}", "tables": [{"name": "t"}]}}
+    config = parse_config(data, environ={})
+    assert config.source.access_key_secret.get_secret_value() == "from-a-file-s3cr3t"
+
+
+def test_a_missing_secret_file_names_the_field_and_the_path(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "secret"
+    data = {"source": {"access_key_secret": f"${{file:{missing}}}", "tables": [{"name": "t"}]}}
+    with pytest.raises(ConfigError, match=r"source.access_key_secret: cannot read secret file .*nowhere/secret.*fix"):
+        parse_config(data, environ={})
+
+
+def test_a_yaml_error_never_quotes_the_line_that_may_hold_a_secret(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("kafka: {security: {sasl_password: hunter2-secret, protocol: [SASL_SSL}\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path, environ={})
+    message = str(raised.value)
+    assert "hunter2-secret" not in message
+    assert "is not valid YAML at line 1" in message and "fix the syntax there" in message

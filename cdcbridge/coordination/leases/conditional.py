@@ -28,9 +28,9 @@ from cdcbridge.coordination.leases.lease import (
     NOBODY,
     Lease,
     LeaseKey,
-    decode_parent_ids,
     encode_parent_ids,
 )
+from cdcbridge.coordination.leases.row_format import InvalidLeaseRowError, LeaseRowReporter, parse_lease_row
 from cdcbridge.coordination.leases.store import LeaseStore
 
 log = logging.getLogger(__name__)
@@ -123,6 +123,7 @@ class ConditionalLeaseStore(LeaseStore):
         self._stats_lock = threading.Lock()
         #: Writes reported as failed or unknown that a re-read proved applied (I9).
         self.resolved_ambiguous_writes = 0
+        self._row_reporter = LeaseRowReporter(self._clock.monotonic)
 
     # ----- primitives a backend implements -------------------------------------------------------------------
 
@@ -145,18 +146,35 @@ class ConditionalLeaseStore(LeaseStore):
     # ----- reads ----------------------------------------------------------------------------------------------
 
     def list_leases(self, stream_id: str) -> list[Lease]:
+        """Every valid lease row of the stream; invalid rows are reported (see `invalid_lease_rows`) and left out,
+        so no worker takes or reads their shards until someone fixes them."""
         rows = self._with_read_retries(f"list leases of stream {stream_id!r}", lambda: self._scan_rows(stream_id))
         leases = []
         for shard_id, columns in rows:
-            lease = lease_from_columns(stream_id, shard_id, columns)
+            lease = self._parse(stream_id, shard_id, columns)
             if lease is not None:
                 leases.append(lease)
+        self._row_reporter.scanned(stream_id, {shard_id for shard_id, _ in rows})
         return leases
 
     def get_lease(self, stream_id: str, shard_id: str) -> Lease | None:
+        """One lease, or None if there is no row or the row is invalid (reported; a child keeps waiting on it)."""
         key = LeaseKey(stream_id, shard_id)
         columns = self._with_read_retries(f"read lease {shard_id!r}", lambda: self._get_row(key))
-        return None if columns is None else lease_from_columns(stream_id, shard_id, columns)
+        return None if columns is None else self._parse(stream_id, shard_id, columns)
+
+    def invalid_lease_rows(self, stream_id: str) -> list[InvalidLeaseRowError]:
+        """The rows of `stream_id` that the last reads found invalid (edited by hand), each naming the fix."""
+        return self._row_reporter.invalid_rows(stream_id)
+
+    def _parse(self, stream_id: str, shard_id: str, columns: Columns) -> Lease | None:
+        try:
+            parsed = parse_lease_row(stream_id, shard_id, columns)
+        except InvalidLeaseRowError as error:
+            self._row_reporter.invalid(error)
+            return None
+        self._row_reporter.valid(stream_id, shard_id, parsed.warnings)
+        return parsed.lease
 
     def _with_read_retries(self, what: str, read: Callable[[], _T]) -> _T:
         attempt = 0
@@ -189,7 +207,8 @@ class ConditionalLeaseStore(LeaseStore):
             return False
         except WriteOutcomeUnknown as exc:
             # Whoever wrote it, a row exists now or it does not; an existing row is never overwritten.
-            current = self._reread(lease.key, LeaseOperation.CREATE, exc)
+            what = f"re-read lease {lease.shard_id!r} after {LeaseOperation.CREATE} timed out"
+            current = self._with_read_retries(what, lambda: self._get_row(lease.key))
             if current is None:
                 raise LeaseStoreUnavailableError(
                     f"creating the lease of shard {lease.shard_id!r} timed out and did not land; the next shard sync "
@@ -348,36 +367,18 @@ class ConditionalLeaseStore(LeaseStore):
         raise LeaseLostError(lease.shard_id, f"{operation} expected counter {lease.counter}, found {now}")
 
     def _reread(self, key: LeaseKey, operation: LeaseOperation, cause: Exception | None) -> Lease | None:
+        """The row now (None if gone); a row edited into an invalid state means the lease is no longer ours."""
         what = f"re-read lease {key.shard_id!r} after {operation} " + ("timed out" if cause else "condition failed")
         columns = self._with_read_retries(what, lambda: self._get_row(key))
-        return None if columns is None else lease_from_columns(key.stream_id, key.shard_id, columns)
+        if columns is None:
+            return None
+        try:
+            return parse_lease_row(key.stream_id, key.shard_id, columns).lease
+        except InvalidLeaseRowError as error:
+            self._row_reporter.invalid(error)
+            raise LeaseLostError(key.shard_id, f"{operation} found the row edited into an invalid state") from cause
 
     def _note_resolved(self, operation: LeaseOperation, shard_id: str) -> None:
         with self._stats_lock:
             self.resolved_ambiguous_writes += 1
         log.info("lease %s of shard %s was applied although reported failed; resolved by re-read", operation, shard_id)
-
-
-def lease_from_columns(stream_id: str, shard_id: str, columns: Columns) -> Lease | None:
-    """Parse a stored row; rows without a LeaseCounter are not leases (a partial row) and are skipped."""
-    counter = columns.get(COL_LEASE_COUNTER)
-    if not isinstance(counter, int):
-        log.warning("status row %s/%s has no integer LeaseCounter; ignored", stream_id, shard_id)
-        return None
-    seq_text = columns.get(COL_CHECKPOINT_SEQ)
-    seq = None
-    if isinstance(seq_text, str) and seq_text:
-        try:
-            seq = ExtendedSequence.from_text(seq_text)
-        except ValueError as exc:
-            log.warning("lease %s: %s; resuming without record de-duplication", shard_id, exc)
-    return Lease(
-        stream_id=stream_id,
-        shard_id=shard_id,
-        counter=counter,
-        owner=str(columns.get(COL_LEASE_OWNER, NOBODY)),
-        stealer=str(columns.get(COL_LEASE_STEALER, NOBODY)),
-        checkpoint=str(columns.get(COL_CHECKPOINT, TRIM_HORIZON)) or TRIM_HORIZON,
-        checkpoint_seq=seq,
-        parent_shard_ids=decode_parent_ids(str(columns.get(COL_PARENT_SHARD_IDS, ""))),
-    )

@@ -123,7 +123,8 @@ class ShardSyncer:
                 continue  # a child still has to see this lease's final state
             if not lease.is_finished:
                 log.error(
-                    "DATA LOSS shard %s vanished before it was read to its end (checkpoint %r); deleting its lease",
+                    "DATA LOSS shard %s is no longer listed by the stream (its data expired, or its lease row was "
+                    "added by hand) and was not read to its end (checkpoint %r); deleting its lease",
                     lease.shard_id,
                     lease.checkpoint,
                 )

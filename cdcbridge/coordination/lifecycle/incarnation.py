@@ -49,3 +49,5 @@ class Incarnation:
     fetch_cursor: str | None
     #: Records at or before this position were confirmed by an earlier owner and are skipped.
     resume_point: ExtendedSequence | None
+    #: Reads in a row that failed with a non-transient error (backs off longer and logs less with each).
+    read_failures: int = 0

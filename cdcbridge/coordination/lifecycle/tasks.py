@@ -11,10 +11,12 @@ import logging
 from cdcbridge.coordination.checkpoint.checkpointer import ShardCheckpointer
 from cdcbridge.coordination.checkpoint.positions import TRIM_HORIZON, is_iterator
 from cdcbridge.coordination.errors import (
+    InvalidPositionError,
     LeaseLostError,
     LeaseStoreError,
     ShardNotFoundError,
     StreamError,
+    StreamUnavailableError,
     TrimmedDataError,
 )
 from cdcbridge.coordination.lifecycle.incarnation import Incarnation, ShardContext
@@ -25,8 +27,13 @@ from cdcbridge.coordination.processor import (
     ShutdownInput,
     ShutdownReason,
 )
+from cdcbridge.coordination.stats import CheckpointCountingStore
 
 log = logging.getLogger(__name__)
+
+
+#: Upper bound of the back-off between reads that keep failing with a non-transient error.
+MAX_READ_RETRY_SECONDS = 60.0
 
 
 def _backoff(ctx: ShardContext) -> float:
@@ -105,7 +112,10 @@ class InitializeTask:
             except StreamError as exc:
                 log.warning("shard %s: cannot get a shard iterator: %s", ctx.shard_id, exc)
                 return TaskOutcome(retry_after=_backoff(ctx))
-        checkpointer = ShardCheckpointer(ctx.held, ctx.store, ctx.clock, ctx.stats, lease.checkpoint_seq)
+        progress = ctx.stats.shard(ctx.shard_id)
+        progress.restarted()
+        store = CheckpointCountingStore(ctx.store, progress)  # checkpoints counted per shard, for metrics
+        checkpointer = ShardCheckpointer(ctx.held, store, ctx.clock, ctx.stats, lease.checkpoint_seq)
         try:
             processor = ctx.processor_factory()
             processor.initialize(
@@ -148,13 +158,21 @@ class ProcessTask:
             return self._recover_from_trim(exc)
         except ShardNotFoundError:
             return _shard_gone(ctx, inc)
-        except StreamError as exc:
+        except InvalidPositionError as exc:
+            if cursor == ctx.held.lease.checkpoint:
+                return self._recover_from_invalid_position(exc)
+            return self._read_failed(exc)
+        except StreamUnavailableError as exc:
             log.warning("shard %s: reading records failed, retrying: %s", ctx.shard_id, exc)
             return TaskOutcome(retry_after=_backoff(ctx))
+        except StreamError as exc:
+            return self._read_failed(exc)
+        inc.read_failures = 0
         for record in batch.records:
             record.shard_id = record.shard_id or ctx.shard_id  # iterators are opaque: the adapter may not know it
         point = inc.resume_point
         records = batch.records if point is None else [r for r in batch.records if not point.covers(r.sequence)]
+        ctx.stats.shard(ctx.shard_id).read(len(batch.records), records)
         if records:
             if not ctx.lease_is_fresh():  # self-fence right before handing records out (I5)
                 return TaskOutcome(shutdown=ShutdownReason.LEASE_LOST)
@@ -173,10 +191,55 @@ class ProcessTask:
             return TaskOutcome(retry_after=ctx.settings.idle_fetch_interval_seconds)
         return TaskOutcome()
 
+    def _read_failed(self, exc: StreamError) -> TaskOutcome:
+        """A read that will not work by merely retrying (a corrupt record, a refused request): the shard stays at its
+        checkpoint (nothing skipped) and retries with a growing back-off, logging the first failure and every tenth."""
+        ctx, inc = self._ctx, self._inc
+        inc.read_failures += 1
+        if inc.read_failures == 1 or inc.read_failures % 10 == 0:
+            log.error(
+                "shard %s: reading records failed %d time(s) in a row; it stays at its checkpoint and retries: %s",
+                ctx.shard_id,
+                inc.read_failures,
+                exc,
+            )
+        delay = _backoff(ctx) * 2 ** min(inc.read_failures - 1, 16)
+        return TaskOutcome(retry_after=min(delay, MAX_READ_RETRY_SECONDS))
+
+    def _recover_from_invalid_position(self, exc: InvalidPositionError) -> TaskOutcome:
+        """The stored Checkpoint iterator is unusable (edited by hand): re-read from the oldest retained record,
+        skipping records up to the stored CheckpointSeq, so nothing confirmed is lost and nothing is skipped."""
+        ctx, inc = self._ctx, self._inc
+        log.error(
+            "shard %s: the stored checkpoint iterator of its lease row cannot be used (%s); re-reading from the oldest "
+            "retained record%s",
+            ctx.shard_id,
+            exc,
+            f", skipping records up to CheckpointSeq {inc.resume_point.sequence.to_text()}"
+            if inc.resume_point is not None
+            else " (records already delivered are sent again)",
+        )
+        try:
+            oldest = ctx.stream.get_shard_iterator(ctx.stream_id, ctx.shard_id)
+        except ShardNotFoundError:
+            return _shard_gone(ctx, inc)
+        except StreamError as err:
+            log.warning("shard %s: cannot get a shard iterator: %s", ctx.shard_id, err)
+            return TaskOutcome(retry_after=_backoff(ctx))
+        inc.fetch_cursor = oldest
+        try:
+            inc.checkpointer.write_resume_iterator(oldest)
+        except LeaseLostError:
+            return TaskOutcome(shutdown=ShutdownReason.LEASE_LOST)
+        except LeaseStoreError as err:
+            log.warning("shard %s: could not store the re-read position (kept in memory): %s", ctx.shard_id, err)
+        return TaskOutcome()
+
     def _recover_from_trim(self, exc: TrimmedDataError) -> TaskOutcome:
         """Count the loss, log where, resume from the oldest retained record, keep running (§5.4, T10)."""
         ctx, inc = self._ctx, self._inc
         ctx.stats.add("trimmed_data_events")
+        ctx.stats.shard(ctx.shard_id).trimmed()
         log.error(
             "DATA LOSS shard %s: data at the read position expired before it was read (checkpoint %r, sequence %s): "
             "%s; resuming from the oldest retained record",

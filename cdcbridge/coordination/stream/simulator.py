@@ -13,7 +13,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
-from cdcbridge.coordination.errors import ShardNotFoundError, StreamError, TrimmedDataError
+from cdcbridge.coordination.errors import InvalidPositionError, ShardNotFoundError, StreamError, TrimmedDataError
 from cdcbridge.coordination.stream.access import RecordBatch, ShardInfo
 
 _HASH_SPACE = 1 << 32
@@ -175,7 +175,7 @@ class StreamSimulator:
             shard_id, _, position_text = iterator.rpartition("@")
             shard = self._shards.get(shard_id)
             if shard is None or not position_text.isdigit():
-                raise StreamError(f"iterator {iterator!r} is not one of this simulator's")
+                raise InvalidPositionError(f"iterator {iterator!r} is not one of this simulator's")
             position = int(position_text)
             if shard.removed or position < shard.trimmed:
                 raise TrimmedDataError(f"iterator {iterator!r}: requested stream data is already trimmed")

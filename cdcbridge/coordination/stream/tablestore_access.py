@@ -10,7 +10,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from cdcbridge.coordination.errors import ShardNotFoundError, StreamError, StreamUnavailableError, TrimmedDataError
+from cdcbridge.coordination.errors import (
+    InvalidPositionError,
+    ShardNotFoundError,
+    StreamError,
+    StreamUnavailableError,
+    TrimmedDataError,
+)
 from cdcbridge.coordination.stream.access import RecordBatch, ShardInfo
 from cdcbridge.tablestore import errors as ts_errors
 
@@ -48,6 +54,8 @@ def _mapped_errors() -> Iterator[None]:
         raise TrimmedDataError(str(exc)) from exc
     except ts_errors.ShardNotFoundError as exc:
         raise ShardNotFoundError(str(exc)) from exc
+    except ts_errors.InvalidRequestError as exc:
+        raise InvalidPositionError(str(exc)) from exc
     except ts_errors.StreamError as exc:
         if exc.retryable:
             raise StreamUnavailableError(str(exc)) from exc

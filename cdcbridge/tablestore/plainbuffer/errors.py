@@ -26,7 +26,7 @@ class PlainBufferError(Exception):
 
     def with_context(self, *, shard_id: str | None = None, record_index: int | None = None) -> PlainBufferError:
         """Attach the stream position being decoded; returns self so callers can `raise err.with_context(...)`."""
-        if shard_id is not None:
+        if shard_id:  # "" = not known to the caller (iterators are opaque): keep whatever is known
             self.shard_id = shard_id
         if record_index is not None:
             self.record_index = record_index

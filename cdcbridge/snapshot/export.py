@@ -1,0 +1,198 @@
+"""The export of one key range: GetRange pages → full-row PUT records → the table's messages → Kafka.
+
+Every row becomes a PUT record whose sequence sorts before every stream record from the snapshot's start on
+(:func:`snapshot_sequence`), so RECORD_IMAGE gives the row's image and MUTATE_LOG a `replace_row` PUT, built by the
+same builders as the bridge's messages and sent to the same topics with the same serializers. The range's progress
+(the key to resume from, rows exported) is stored only for pages whose every message Kafka acknowledged; a crash
+re-exports at most the unacknowledged pages, which the apply job absorbs as duplicates.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from tablestore import OTSClientError, OTSServiceError
+from urllib3.exceptions import HTTPError
+
+from cdcbridge.bridge.processor import MessageSink
+from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
+from cdcbridge.formats.table_messages import TableMessage, build_table_messages
+from cdcbridge.snapshot.errors import SnapshotExportError
+from cdcbridge.snapshot.key_bounds import KeyBound, describe_bound
+from cdcbridge.snapshot.range_acks import RangeAcks
+from cdcbridge.snapshot.state import RangeProgress, SnapshotStateStore
+
+log = logging.getLogger(__name__)
+
+#: `source.shard_id` of snapshot messages (they come from no shard).
+SNAPSHOT_SHARD_ID = "snapshot"
+#: Sequence epoch of snapshot messages. The service's epochs are undocumented; 0 is the only value certain to sort
+#: at or before every stream record, which the replay of the stream onto the images relies on.
+SNAPSHOT_EPOCH = 0
+
+
+#: How long a range waits for its last acknowledgements: beyond the producer's message timeout (300 s), by which
+#: librdkafka has reported every message's fate.
+DRAIN_TIMEOUT_SECONDS = 330.0
+
+
+def snapshot_sequence(start_us: int) -> Sequence:
+    """The sequence of every snapshot message: just before the stream start, below every record replayed after."""
+    return Sequence(SNAPSHOT_EPOCH, start_us - 1, 0)
+
+
+@dataclass(frozen=True)
+class Publisher:
+    """Where one table's messages go: the bridge's formats, topics, serializers and producer."""
+
+    table: str
+    instance: str
+    table_format: BridgeTableFormat
+    topic_prefix: str
+    topics: Mapping[MessageFormat, str]
+    serialize: Callable[[str, dict | None], bytes | None]
+    sink: MessageSink
+
+
+class RowCounter:
+    """Rows exported by all ranges of one table (thread-safe), for the progress display."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.rows = 0
+
+    def add(self, rows: int) -> None:
+        with self._lock:
+            self.rows += rows
+
+
+class RangeExporter:
+    """Exports ranges of one table; one instance is shared by the export threads (it keeps no per-range state)."""
+
+    def __init__(
+        self,
+        *,
+        ots: Any,
+        publisher: Publisher,
+        store: SnapshotStateStore,
+        stream_id: str,
+        start_us: int,
+        page_rows: int,
+        counter: RowCounter,
+        halt: threading.Event,
+        max_pending_pages: int = 4,
+        drain_timeout_seconds: float = DRAIN_TIMEOUT_SECONDS,
+    ) -> None:
+        self._ots = ots
+        self._publisher = publisher
+        self._store = store
+        self._stream_id = stream_id
+        self._sequence = snapshot_sequence(start_us)
+        self._page_rows = page_rows
+        self._counter = counter
+        self._halt = halt
+        self._max_pending = max_pending_pages
+        self._drain_timeout = drain_timeout_seconds
+
+    def export(self, progress: RangeProgress) -> RangeProgress:
+        """Export `progress`'s range from where it stopped; returns the stored progress (done unless halted)."""
+        acks = RangeAcks(progress.rows)
+        start = progress.resume
+        while start is not None and self._room_for_a_page(acks):
+            self._raise_if_failed(acks, progress)
+            rows, next_key = self._read_page(progress, start)
+            self._produce_page(acks, rows, next_key, progress)
+            self._counter.add(len(rows))
+            progress = self._save_confirmed(acks, progress)
+            start = next_key
+        acks.wait(max_pending=0, timeout=self._drain_timeout)
+        self._raise_if_failed(acks, progress)
+        progress = self._save_confirmed(acks, progress)
+        if not progress.done and not self._halt.is_set():
+            raise SnapshotExportError(
+                f"table {self._publisher.table} range {progress.index}: Kafka did not acknowledge the last pages "
+                f"within {self._drain_timeout:.0f} s; run the snapshot again to resume"
+            )
+        return progress
+
+    # ----- internals ------------------------------------------------------------------------------------------
+
+    def _room_for_a_page(self, acks: RangeAcks) -> bool:
+        """Wait until few enough pages are unacknowledged (memory stays bounded); False once halted."""
+        while not self._halt.is_set():
+            if acks.wait(max_pending=self._max_pending, timeout=1.0):
+                return not self._halt.is_set()
+        return False
+
+    def _read_page(self, progress: RangeProgress, start: KeyBound) -> tuple[list[Any], KeyBound | None]:
+        table = self._publisher.table
+        try:
+            _, next_key, rows, _ = self._ots.get_range(
+                table, "FORWARD", start, progress.end, max_version=1, limit=self._page_rows
+            )
+        except (OTSServiceError, OTSClientError, OSError, HTTPError) as error:
+            raise SnapshotExportError(
+                f"table {table} range {progress.index}: GetRange from {describe_bound(start)} failed: {error}; run "
+                "the snapshot again to resume"
+            ) from None
+        return rows, next_key or None
+
+    def _produce_page(
+        self, acks: RangeAcks, rows: list[Any], next_key: KeyBound | None, progress: RangeProgress
+    ) -> None:
+        publisher = self._publisher
+        messages: list[TableMessage] = []
+        for row in rows:
+            messages += build_table_messages(
+                self._record(row), publisher.table_format, instance=publisher.instance,
+                topic_prefix=publisher.topic_prefix, topics=publisher.topics,
+            )  # fmt: skip
+        page = acks.add_page(next_key, len(rows), len(messages))
+        on_ack = partial(acks.ack, page)
+        serialize, produce = publisher.serialize, publisher.sink.produce
+        for message in messages:
+            try:
+                value = serialize(message.topic, message.value)
+            except Exception as error:
+                raise SnapshotExportError(
+                    f"cannot serialize the {message.message_format} message of table {publisher.table} key "
+                    f"{message.key.decode('utf-8', 'replace')} (range {progress.index}): {error}"
+                ) from error
+            produce(message.topic, message.key, value, on_ack)
+
+    def _record(self, row: Any) -> ChangeRecord:
+        primary_key = [(name, _plain(value)) for name, value in row.primary_key]
+        cells = [Cell(name, CellOp.PUT, _plain(value), timestamp) for name, value, timestamp in row.attribute_columns]
+        return ChangeRecord(
+            self._publisher.table, RecordAction.PUT, primary_key, cells, self._sequence, SNAPSHOT_SHARD_ID
+        )
+
+    def _save_confirmed(self, acks: RangeAcks, progress: RangeProgress) -> RangeProgress:
+        confirmed = acks.confirmed()
+        if confirmed is None:
+            return progress
+        resume, rows = confirmed
+        if (resume, rows) == (progress.resume, progress.rows):
+            return progress
+        progress = progress.advanced(resume, rows)
+        self._store.save_progress(self._stream_id, progress)
+        return progress
+
+    def _raise_if_failed(self, acks: RangeAcks, progress: RangeProgress) -> None:
+        if acks.failure is not None:
+            self._save_confirmed(acks, progress)
+            raise SnapshotExportError(
+                f"table {self._publisher.table} range {progress.index}: {acks.failure}; run the snapshot again to "
+                "resume"
+            ) from acks.failure
+
+
+def _plain(value: Any) -> Any:
+    """The SDK reads BINARY as bytearray; the message builders take bytes."""
+    return bytes(value) if isinstance(value, bytearray) else value

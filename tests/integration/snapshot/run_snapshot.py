@@ -1,0 +1,25 @@
+"""`cdcbridge snapshot --config FILE` as its own process (the kill test needs one to SIGKILL), until the CLI
+command is wired: loads the YAML configuration, logs to stdout, exits 0 once every table is done."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+
+from cdcbridge.config import load_config
+from cdcbridge.snapshot.runner import run_snapshot
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(name)s %(message)s")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    for result in run_snapshot(load_config(sys.argv[1]), stop):
+        print(result.line(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
