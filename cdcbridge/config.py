@@ -129,6 +129,12 @@ class KafkaConfig(_Section):
     bootstrap_servers: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers")
     topic_prefix: str = Field("cdc", description="topics are <prefix>.<table>.image / .mutation by default")
     replication_factor: int = Field(1, ge=1, description="replication of topics the bridge creates")
+    dead_letter_topic: str | None = Field(
+        None,
+        min_length=1,
+        description="where a reference (table, key, seq, size) to a message too large for its topic goes; unset = "
+        "the shard stops at that message until the topic's limit is raised",
+    )
     partition_check_interval_seconds: float = Field(
         60.0, gt=0, description="how often a running worker re-checks its topics' partition counts"
     )

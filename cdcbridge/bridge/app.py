@@ -34,7 +34,7 @@ from cdcbridge.formats.schemas import schema_text
 from cdcbridge.formats.table_format import MessageFormat
 from cdcbridge.kafka.errors import BrokerUnreachableError, RegistryUnreachableError
 from cdcbridge.kafka.schemas import TopicValueSerializers
-from cdcbridge.kafka.sink import DeliveryStats, KafkaSink
+from cdcbridge.kafka.sink import DEFAULT_PRODUCER_CONFIG, DeliveryStats, KafkaSink
 from cdcbridge.kafka.topics import TopicAdmin, TopicSpec
 from cdcbridge.observability.metrics import PRODUCE_LATENCY_BUCKETS, WorkerMetrics, start_metrics_server
 from cdcbridge.snapshot.end_time import EndTimeWatch, to_us, watch_end_time
@@ -153,6 +153,27 @@ def prepare_tables(
     return tables, serializers
 
 
+def prepare_dead_letters(config: BridgeConfig, topics: list[str], stop: threading.Event) -> int:
+    """Create the dead-letter topic if missing; return the smallest `max.message.bytes` of the bridge's topics,
+    above which a message is dead-lettered instead of stopping its shard."""
+    topic = config.kafka.dead_letter_topic
+    assert topic is not None
+    admin = TopicAdmin(config.kafka.client_config())
+    if not retry_until_up("checking the dead-letter topic", partial(admin.partition_counts, [topic]), stop):
+        spec = TopicSpec(topic, 1, "delete", config.kafka.replication_factor)
+        retry_until_up("creating the dead-letter topic", partial(admin.ensure, [spec], {}), stop)
+    limits = retry_until_up("reading the topics' max.message.bytes", partial(admin.max_message_bytes, topics), stop)
+    return min(limits.values())
+
+
+def local_size_limit(producer: dict[str, object], topic_limit: int) -> dict[str, object]:
+    """Producer settings that make librdkafka refuse an oversize message by itself, one message at a time, instead
+    of the broker refusing the whole batch that holds it (which would also fail the batch's small messages)."""
+    limit = min(int(producer.get("message.max.bytes", 1_000_000)), topic_limit)  # type: ignore[call-overload]
+    batch = min(int(producer.get("batch.size", DEFAULT_PRODUCER_CONFIG["batch.size"])), limit)  # type: ignore[call-overload]
+    return {"message.max.bytes": limit, "batch.size": batch}
+
+
 def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) -> BridgeRuntime:
     """Prepare every table and start its coordination worker; returns once all workers run.
 
@@ -172,8 +193,13 @@ def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) ->
     if not wait_for_snapshots(snapshots, table_streams, stop, config.snapshot.wait_poll_seconds):
         raise BridgeStartError("stopped while waiting for a table's snapshot to finish")
 
+    producer = {**config.kafka.client_config(), "client.id": f"cdcbridge-{worker_id}", **config.kafka.producer}
+    dead_letter_over = 0
+    if config.kafka.dead_letter_topic is not None:
+        dead_letter_over = prepare_dead_letters(config, [t for rt in runtime.tables for t in rt.topics.values()], stop)
+        producer = {**producer, **local_size_limit(producer, dead_letter_over)}
     sink = KafkaSink(
-        {**config.kafka.client_config(), "client.id": f"cdcbridge-{worker_id}", **config.kafka.producer},
+        producer,
         stats=DeliveryStats(PRODUCE_LATENCY_BUCKETS),  # counted per message in the sink, exported by the StatsPump
     )
     runtime.sink = sink
@@ -184,6 +210,7 @@ def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) ->
             serialize=serializers.serialize, sink=sink, read_rows=rows.read_rows,
             stream_start=StreamStartReader(snapshots, rt.stream_id, rt.table.name),
             end_time_us=to_us(config.bridge.end_time) if config.bridge.end_time else None,
+            dead_letter_topic=config.kafka.dead_letter_topic, dead_letter_over_bytes=dead_letter_over,
         )  # fmt: skip
         rt.worker = Worker(
             worker_id=worker_id, stream_id=rt.stream_id, store=store,

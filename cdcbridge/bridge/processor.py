@@ -13,8 +13,10 @@ neither produced nor checkpointed, so a later run without an end time continues 
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,7 +34,7 @@ from cdcbridge.coordination.processor import (
     ShutdownReason,
 )
 from cdcbridge.formats.table_format import BridgeTableFormat
-from cdcbridge.formats.table_messages import build_table_messages, needs_row_lookup
+from cdcbridge.formats.table_messages import TableMessage, build_table_messages, needs_row_lookup
 from cdcbridge.kafka.errors import KafkaSideError, MessageTooLargeError
 from cdcbridge.kafka.sink import Delivery
 
@@ -49,6 +51,8 @@ class BridgeProcessingError(Exception):
 #: Kafka header carrying a tombstone's seq_key: the apply job applies a bare tombstone only with it (a tombstone
 #: re-sent after a restart must not delete a row that a later image re-created).
 TOMBSTONE_SEQ_HEADER = "cdcbridge-seq-key"
+#: Kafka header of a dead-letter reference: why the original message is not on its topic.
+DEAD_LETTER_REASON_HEADER = "cdcbridge-dead-letter-reason"
 
 
 class MessageSink:
@@ -80,6 +84,12 @@ class BridgeContext:
     end_time_us: int | None = None
     #: Told how many records of a batch were skipped because the snapshot covers them.
     on_skipped: Callable[[int], None] | None = None
+    #: Where a reference to a message Kafka refuses as too large goes (`kafka.dead_letter_topic`); None = the shard
+    #: stops at that message until the topic's limit is raised.
+    dead_letter_topic: str | None = None
+    #: Only messages larger than this are dead-lettered: the broker refuses a whole batch for one oversize message,
+    #: and the small messages of that batch must be sent again (the shard restarts), never replaced by references.
+    dead_letter_over_bytes: int = 0
 
 
 class BridgeProcessor(RecordProcessor):
@@ -98,6 +108,8 @@ class BridgeProcessor(RecordProcessor):
         self._start_us: int | None = None
         self._skipped = 0
         self._past_end_time = False
+        #: Refused oversize messages waiting for the pump to send their dead-letter references.
+        self._dead_letters: deque[tuple[PendingRecord, int, str, str, bytes, MessageTooLargeError]] = deque()
 
     # ----------------------------------------------------------------------------------- RecordProcessor
     def initialize(self, initialization: InitializationInput) -> None:
@@ -151,7 +163,7 @@ class BridgeProcessor(RecordProcessor):
                         f"cannot serialize the {message.message_format} message of table {context.table} key "
                         f"{message.key.decode('utf-8', 'replace')} (shard {shard_id}): {error}"
                     ) from error
-                produce(message.topic, message.key, value, ack_callback(pending, message.sub_sequence), headers)
+                produce(message.topic, message.key, value, ack_callback(pending, message), headers)
             produced += len(messages) - first_sub
         if context.on_produced is not None:
             context.on_produced(produced)
@@ -211,14 +223,63 @@ class BridgeProcessor(RecordProcessor):
         rows = context.read_rows(context.table, [list(r.primary_key) for r in wanted])
         return {id(record): row for record, row in zip(wanted, rows, strict=True)}
 
-    def _ack_callback(self, pending: PendingRecord, sub_sequence: int) -> Callable[[Delivery], None]:
+    def _ack_callback(self, pending: PendingRecord, message: TableMessage) -> Callable[[Delivery], None]:
+        # Only small parts of the message are kept until its ack, never its value.
+        sub_sequence, topic, key = message.sub_sequence, message.topic, message.key
+        message_format = str(message.message_format)
+
         def on_ack(delivery: Delivery) -> None:
-            if delivery.error is None:
+            error = delivery.error
+            if error is None:
                 self._tracker.ack(pending, sub_sequence)
+            elif (
+                isinstance(error, MessageTooLargeError)
+                and self._context.dead_letter_topic is not None
+                and error.size > self._context.dead_letter_over_bytes
+            ):
+                self._dead_letters.append((pending, sub_sequence, topic, message_format, key, error))  # pump sends it
             else:
-                self._record_failure(delivery.error)
+                self._record_failure(error)
 
         return on_ack
+
+    def _send_dead_letters(self) -> None:
+        """Replace each refused oversize message by a small reference on the dead-letter topic; the message counts as
+        delivered once that reference is acknowledged, so the checkpoint moves on without a silent skip."""
+        topic = self._context.dead_letter_topic
+        while topic is not None and self._dead_letters:
+            pending, sub_sequence, refused_topic, message_format, key, error = self._dead_letters.popleft()
+            reference = {
+                "reason": "message_too_large",
+                "table": self._context.table,
+                "shard_id": self._shard_id,
+                "topic": refused_topic,
+                "format": message_format,
+                "key": key.decode("utf-8", "replace"),
+                "seq_key": pending.sequence.key(0),
+                "sub_sequence": sub_sequence,
+                "size": error.size,
+                "error": str(error),
+            }
+            log.error(
+                "shard %s of table %s: message for key %s on topic %s is %d bytes, too large for Kafka; a reference "
+                "went to the dead-letter topic %s (re-read the row from the source to recover it)",
+                self._shard_id, self._context.table, reference["key"], refused_topic, error.size, topic,
+            )  # fmt: skip
+
+            def on_reference_ack(delivery: Delivery, pending: PendingRecord = pending, sub: int = sub_sequence) -> None:
+                if delivery.error is None:
+                    self._tracker.ack(pending, sub)
+                else:
+                    self._record_failure(delivery.error)
+
+            self._context.sink.produce(
+                topic,
+                key,
+                json.dumps(reference, sort_keys=True).encode(),
+                on_reference_ack,
+                [(DEAD_LETTER_REASON_HEADER, b"message_too_large")],
+            )
 
     def _record_failure(self, error: Exception) -> None:
         """Keep the failure that explains the stop (delivery thread only).
@@ -254,6 +315,7 @@ class BridgeProcessor(RecordProcessor):
 
     def _pump_checkpoints(self) -> None:
         while not self._stop_pump.wait(self._context.checkpoint_interval_seconds):
+            self._send_dead_letters()
             self._log_failure()
             try:
                 self._write_checkpoint(final=False)

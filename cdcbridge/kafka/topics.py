@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaException, TopicCollection
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from cdcbridge.kafka.errors import BrokerUnreachableError, KafkaSideError, TopicPartitionMismatchError
 
@@ -103,6 +103,18 @@ class TopicAdmin:
             except KafkaException as error:
                 raise _refused("describing", name, None, error) from error
         return counts
+
+    def max_message_bytes(self, names: Iterable[str]) -> dict[str, int]:
+        """Each existing topic's `max.message.bytes` (what the broker accepts per record batch)."""
+        resources = [ConfigResource(ResourceType.TOPIC, name) for name in dict.fromkeys(names)]
+        limits = {}
+        for resource, future in self._admin.describe_configs(resources, request_timeout=self._timeout).items():
+            try:
+                entries = future.result(timeout=self._timeout)
+            except KafkaException as error:
+                raise _refused("describing the configuration of", resource.name, None, error) from error
+            limits[resource.name] = int(entries["max.message.bytes"].value)
+        return limits
 
     def _check_counts(self, specs: list[TopicSpec], existing: dict[str, int], recorded: Mapping[str, int]) -> None:
         for spec in specs:

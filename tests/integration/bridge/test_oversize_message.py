@@ -100,3 +100,66 @@ def test_an_oversize_row_stops_its_shard_only_and_is_never_skipped(
         wait_until(lambda: checkpoint_of(big_stream) == big_last, 60, "big's checkpoint past the row", worker.log)
     finally:
         worker.stop()
+
+
+def _raw_messages(stack: StackEndpoints, topic: str, count: int, timeout: float = 120) -> list[tuple[bytes, bytes]]:
+    """(key, value) of the first `count` messages of a topic that is not Avro (the dead-letter topic is JSON)."""
+    import time
+    import uuid
+
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": stack.kafka_bootstrap, "group.id": f"dlq-{uuid.uuid4().hex}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
+    consumer.subscribe([topic])
+    found: list[tuple[bytes, bytes]] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(found) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                found.append((message.key(), message.value()))
+    finally:
+        consumer.close()
+    assert len(found) >= count, f"only {len(found)} of {count} messages on {topic}"
+    return found
+
+
+def test_with_a_dead_letter_topic_an_oversize_row_becomes_a_reference_and_its_shard_goes_on(
+    stack: StackEndpoints, emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    import json
+
+    import yaml
+
+    ots = ots_client(emulator.url)
+    create_stream_table(ots, "bigdl", [("id", "INTEGER")])
+    config = write_config(tmp_path / "bridge.yaml", stack, emulator.url, [{"name": "bigdl", "partitions": 1}])
+    prefix = config["kafka"]["topic_prefix"]
+    topic, dead_letters = f"{prefix}.bigdl.mutation", f"{prefix}.dead-letters"
+    config["kafka"]["dead_letter_topic"] = dead_letters
+    (tmp_path / "bridge.yaml").write_text(yaml.safe_dump(config))
+    admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
+    topic_config = {"cleanup.policy": "delete", "max.message.bytes": str(TOPIC_LIMIT)}
+    admin.create_topics([NewTopic(topic, 1, 1, config=topic_config)])[topic].result(30)
+
+    def put(row_id: int, payload: bytes = b"small") -> None:
+        ots.put_row("bigdl", Row([("id", row_id)], [("payload", bytearray(payload))]), IGNORE)
+
+    worker = WorkerProcess(tmp_path / "bridge.yaml", "w1", tmp_path / "w1.log").start()
+    try:
+        put(1)
+        put(BIG_ID, os.urandom(3 * TOPIC_LIMIT))
+        put(2)
+        put(3)
+        delivered = read_messages(stack, topic, until=lambda m: {1, 2, 3} <= set(_ids(m)), timeout=120)
+        assert BIG_ID not in _ids(delivered)
+        ((key, value),) = _raw_messages(stack, dead_letters, 1)
+        reference = json.loads(value)
+        assert decode_key(key)[0] == BIG_ID
+        assert reference["table"] == "bigdl" and reference["topic"] == topic
+        assert reference["size"] > 3 * TOPIC_LIMIT and reference["reason"] == "message_too_large"
+        worker.wait_for_log(rf"message for key \[{BIG_ID}\] on topic {topic} is \d+ bytes, too large for Kafka; a "
+                            rf"reference went to the dead-letter topic {dead_letters}")  # fmt: skip
+    finally:
+        worker.stop()

@@ -3,7 +3,9 @@ of the batch fails as "too large" and the largest of them is the one to name."""
 
 from __future__ import annotations
 
+import json
 import logging
+from dataclasses import replace
 
 import pytest
 
@@ -45,3 +47,44 @@ def test_other_failures_keep_the_first_one() -> None:
     sink.ack(1, too_large(1, 50_000))
     with pytest.raises(BridgeProcessingError, match="TOPIC_AUTHORIZATION_FAILED"):
         processor.process_records(ProcessRecordsInput([record(2)], checkpointer))
+
+
+def _with_dead_letters(processor_and_sink: tuple, over_bytes: int = 1000) -> tuple:
+    processor, sink = processor_and_sink
+    processor._context = replace(processor._context, dead_letter_topic="cdc.dead", dead_letter_over_bytes=over_bytes)
+    return processor, sink
+
+
+def test_an_oversize_message_becomes_a_dead_letter_reference_and_the_checkpoint_moves_on() -> None:
+    processor, sink = _with_dead_letters(make())
+    checkpointer = FakeCheckpointer()
+    records = [record(i) for i in range(3)]
+    processor.process_records(ProcessRecordsInput(records, checkpointer))
+    sink.ack(0)
+    sink.ack(1, too_large(1, 50_000))
+    sink.ack(2)
+    processor._write_checkpoint(final=False)
+    assert checkpointer.calls == [(records[0].sequence, None)], "not past the refused message before its reference"
+    processor._send_dead_letters()  # the pump's next tick
+    topic, key, value, _ = sink.produced[3]
+    assert topic == "cdc.dead" and key == sink.produced[1][1]
+    reference = json.loads(value)
+    assert reference["table"] == "orders" and reference["topic"] == "cdc.orders.mutation"
+    assert reference["size"] == 50_000 and reference["seq_key"] == records[1].sequence.key(0)
+    assert reference["reason"] == "message_too_large" and reference["shard_id"] == "shard-0"
+    assert sink.headers[3] == [("cdcbridge-dead-letter-reason", b"message_too_large")]
+    sink.ack(3)  # the reference is acknowledged: the refused message counts as handled
+    processor._write_checkpoint(final=False)
+    assert checkpointer.calls[-1] == (records[2].sequence, None)
+    processor.process_records(ProcessRecordsInput([record(3)], checkpointer))  # the shard goes on
+
+
+def test_a_small_message_refused_with_its_batch_is_sent_again_never_dead_lettered() -> None:
+    processor, sink = _with_dead_letters(make(), over_bytes=1000)
+    checkpointer = FakeCheckpointer()
+    processor.process_records(ProcessRecordsInput([record(0)], checkpointer))
+    sink.ack(0, too_large(0, 120))  # small: refused only because a large one shared its batch
+    processor._send_dead_letters()
+    assert [topic for topic, _, _, _ in sink.produced] == ["cdc.orders.mutation"], "no reference for it"
+    with pytest.raises(BridgeProcessingError, match="restarts from its checkpoint"):
+        processor.process_records(ProcessRecordsInput([record(1)], checkpointer))
