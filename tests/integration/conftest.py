@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from cdcbridge.emulator.server import EmulatorServer
 from cdcbridge.localstack.stack import LocalStack, StackEndpoints, StackPorts
+from tests.integration.bridge_helpers import ACCESS_KEY_ID, ACCESS_KEY_SECRET
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -26,6 +28,18 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackEndpoints]:
         yield local.up(StackPorts(0, 0, 0, 0), services=("kafka", "registry"))
     finally:
         local.down()
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[EmulatorServer]:
+    """The emulator in this process, checking signatures with the test credentials; increments recorded as their
+    result (the default). Packages that need other options define their own `emulator`."""
+    server = EmulatorServer(host="127.0.0.1", port=0, credentials={ACCESS_KEY_ID: ACCESS_KEY_SECRET})
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

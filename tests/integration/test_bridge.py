@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import urllib.request
 from collections import defaultdict
-from collections.abc import Iterator
 
 import pytest
 from tablestore import (
@@ -24,8 +23,6 @@ from cdcbridge.kafka.errors import TopicPartitionMismatchError
 from cdcbridge.localstack.stack import StackEndpoints
 from cdcbridge.tablestore import StreamClient
 from tests.integration.bridge_helpers import (
-    ACCESS_KEY_ID,
-    ACCESS_KEY_SECRET,
     BridgeThread,
     ReadMessage,
     bridge_config,
@@ -35,14 +32,6 @@ from tests.integration.bridge_helpers import (
 )
 
 IGNORE = Condition(RowExistenceExpectation.IGNORE)
-
-
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[EmulatorServer]:
-    server = EmulatorServer(host="127.0.0.1", port=0, credentials={ACCESS_KEY_ID: ACCESS_KEY_SECRET})
-    server.start()
-    yield server
-    server.stop()
 
 
 def _admin(emulator: EmulatorServer, path: str, body: dict) -> dict:

@@ -219,21 +219,7 @@ class ProcessTask:
             if inc.resume_point is not None
             else " (records already delivered are sent again)",
         )
-        try:
-            oldest = ctx.stream.get_shard_iterator(ctx.stream_id, ctx.shard_id)
-        except ShardNotFoundError:
-            return _shard_gone(ctx, inc)
-        except StreamError as err:
-            log.warning("shard %s: cannot get a shard iterator: %s", ctx.shard_id, err)
-            return TaskOutcome(retry_after=_backoff(ctx))
-        inc.fetch_cursor = oldest
-        try:
-            inc.checkpointer.write_resume_iterator(oldest)
-        except LeaseLostError:
-            return TaskOutcome(shutdown=ShutdownReason.LEASE_LOST)
-        except LeaseStoreError as err:
-            log.warning("shard %s: could not store the re-read position (kept in memory): %s", ctx.shard_id, err)
-        return TaskOutcome()
+        return self._read_from_oldest("re-read")
 
     def _recover_from_trim(self, exc: TrimmedDataError) -> TaskOutcome:
         """Count the loss, log where, resume from the oldest retained record, keep running (§5.4, T10)."""
@@ -248,12 +234,18 @@ class ProcessTask:
             inc.checkpointer.last_checkpoint.to_text() if inc.checkpointer.last_checkpoint else "-",
             exc,
         )
+        return self._read_from_oldest("post-trim")
+
+    def _read_from_oldest(self, what: str) -> TaskOutcome:
+        """Move the fetch cursor to the shard's oldest retained record and store it as the resume position; the
+        CheckpointSeq kept beside it makes the consumer skip what was already confirmed."""
+        ctx, inc = self._ctx, self._inc
         try:
             oldest = ctx.stream.get_shard_iterator(ctx.stream_id, ctx.shard_id)
         except ShardNotFoundError:
             return _shard_gone(ctx, inc)
         except StreamError as err:
-            log.warning("shard %s: cannot get a shard iterator after trimming: %s", ctx.shard_id, err)
+            log.warning("shard %s: cannot get a shard iterator for the %s position: %s", ctx.shard_id, what, err)
             return TaskOutcome(retry_after=_backoff(ctx))
         inc.fetch_cursor = oldest
         try:
@@ -261,7 +253,7 @@ class ProcessTask:
         except LeaseLostError:
             return TaskOutcome(shutdown=ShutdownReason.LEASE_LOST)
         except LeaseStoreError as err:
-            log.warning("shard %s: could not store the post-trim position (kept in memory): %s", ctx.shard_id, err)
+            log.warning("shard %s: could not store the %s position (kept in memory): %s", ctx.shard_id, what, err)
         return TaskOutcome()
 
 

@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 import re
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from tablestore import Condition, Row, RowExistenceExpectation
@@ -17,23 +15,13 @@ from tablestore import Condition, Row, RowExistenceExpectation
 from cdcbridge.emulator.server import EmulatorServer
 from cdcbridge.localstack.stack import StackEndpoints
 from tests.integration.bridge.workers import WorkerProcess, wait_until, write_config
-from tests.integration.bridge_helpers import ACCESS_KEY_ID, ACCESS_KEY_SECRET, create_stream_table, ots_client
+from tests.integration.bridge_helpers import create_stream_table, ots_client
 
 IGNORE = Condition(RowExistenceExpectation.IGNORE)
 TABLE = "metered"
 ROWS = 40
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-@pytest.fixture(scope="module")
-def emulator() -> Iterator[EmulatorServer]:
-    server = EmulatorServer(host="127.0.0.1", port=0, credentials={ACCESS_KEY_ID: ACCESS_KEY_SECRET})
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _scrape(url: str) -> Samples:

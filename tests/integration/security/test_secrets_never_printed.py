@@ -84,6 +84,7 @@ class Outputs:
 
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[EmulatorServer]:
+    """This module's own credentials (the secrets the test looks for), not the shared test ones."""
     server = EmulatorServer(host="127.0.0.1", port=0, credentials={ACCESS_KEY_ID: ACCESS_KEY_SECRET}).start()
     try:
         yield server
