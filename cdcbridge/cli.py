@@ -373,6 +373,49 @@ def apply(config_path: Path, once: bool) -> None:
         click.echo(line)
 
 
+@cli.command("chaos")
+@click.option("--cycles", default=55, show_default=True, help="Fault cycles (11 kinds: 55 = 5 of each).")
+@click.option("--duration", type=float, default=None, help="Stop injecting faults after this many seconds.")
+@click.option("--workers", default=2, show_default=True, help="Bridge worker processes.")
+@click.option("--seed", default=1, show_default=True, help="Seeds the fault plan, every injector and the load.")
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("chaos-report.json"),
+    show_default=True,
+    help="JSON report (+ .txt summary beside it).",
+)
+@click.option("--rate", default=40.0, show_default=True, help="Source writes per second.")
+@click.option("--rows", default=200, show_default=True, help="Distinct source rows the load touches.")
+@click.option("--kinds", default=None, help="Comma-separated fault kinds (default: all).")
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep worker logs, stack state and the Delta table here.",
+)
+@click.option("--keep", is_flag=True, help="Leave the services running.")
+def chaos(
+    cycles: int, duration: float | None, workers: int, seed: int, report_path: Path, rate: float, rows: int,
+    kinds: str | None, work_dir: Path | None, keep: bool,
+) -> None:  # fmt: skip
+    """Soak run under a seeded fault schedule, then check: nothing lost, per-key order, target equals source."""
+    from cdcbridge.chaos.run import run_chaos
+    from cdcbridge.chaos.schedule import ALL_KINDS, FaultKind
+    from cdcbridge.observability.logs import configure_logging
+
+    configure_logging(level="WARNING")
+    chosen = tuple(FaultKind(k.strip()) for k in kinds.split(",") if k.strip()) if kinds else ALL_KINDS
+    report = run_chaos(cycles, duration, workers, seed, report_path, rate=rate, rows=rows, kinds=chosen,
+                       work_dir=work_dir, keep=keep, echo=click.echo, interruptible=True)  # fmt: skip
+    click.echo("")
+    for line in report.lines():
+        click.echo(line)
+    if not report.passed:
+        raise click.ClickException("; ".join(report.failures()))
+
+
 @cli.command("demo")
 @click.option("--rows", default=300, show_default=True, help="Distinct source rows the traffic touches.")
 @click.option("--operations", default=3000, show_default=True, help="Source operations to write.")

@@ -25,6 +25,7 @@ from typing import Any
 import click
 import yaml
 
+from cdcbridge.changes import ChangeRecord
 from cdcbridge.localstack.stack import LocalStack, StackEndpoints, StackPorts
 
 TABLE = "accounts"
@@ -67,10 +68,12 @@ class DemoSummary:
         ]
 
 
-def _admin(emulator_url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+def emulator_admin(emulator_url: str, path: str, body: dict[str, Any] | None = None, *,
+                   method: str = "POST") -> dict[str, Any]:  # fmt: skip
+    """Call an admin endpoint of the emulator (`/_emulator/<path>`: split, merge, trim, faults) with a JSON body."""
+    data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(
-        f"{emulator_url}/_emulator/{path}", data=json.dumps(body).encode(), method="POST",
-        headers={"Content-Type": "application/json"},
+        f"{emulator_url}/_emulator/{path}", data=data, method=method, headers={"Content-Type": "application/json"},
     )  # fmt: skip
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())
@@ -112,25 +115,52 @@ def _write_config(work: Path, endpoints: StackEndpoints) -> Path:
 
 
 class WorkerProcess:
-    """A `cdcbridge run` process with its log in the work folder."""
+    """A `cdcbridge run` process with its log in the work folder (`<worker id>.log`)."""
 
     def __init__(self, config: Path, worker_id: str, work: Path) -> None:
         self.config, self.worker_id, self.work = config, worker_id, work
         self.process: subprocess.Popen[bytes] | None = None
+        self.frozen = False
+
+    @property
+    def log_path(self) -> Path:
+        return self.work / f"{self.worker_id}.log"
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
 
     def start(self) -> None:
-        log = (self.work / f"{self.worker_id}.log").open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "cdcbridge", "run", "--config", str(self.config), "--worker-id", self.worker_id],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "cdcbridge", "run", "--config", str(self.config), "--worker-id", self.worker_id],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
 
     def kill(self) -> None:
+        """kill -9: no drain, no checkpoint, no release."""
         if self.process and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
+        self.frozen = False
+
+    def freeze(self) -> None:
+        """SIGSTOP: the process keeps its leases on paper but stops renewing them (a zombie once they expire)."""
+        if self.alive:
+            assert self.process is not None
+            self.process.send_signal(signal.SIGSTOP)
+            self.frozen = True
+
+    def thaw(self) -> None:
+        """SIGCONT after `freeze`."""
+        if self.alive and self.frozen:
+            assert self.process is not None
+            self.process.send_signal(signal.SIGCONT)
+        self.frozen = False
 
     def stop(self) -> None:
+        """SIGTERM (drain, checkpoint, release), SIGKILL if it does not end within 60 s."""
+        self.thaw()
         if self.process and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -174,31 +204,38 @@ def _traffic(ots: Any, rows: int, operations: int, seed: int, milestones: dict[i
     return done
 
 
-def _source_rows(ots: Any) -> dict[tuple, dict[str, Any]]:
+#: Primary-key column names of the demo table, in order.
+PK_NAMES = tuple(name for name, _ in PRIMARY_KEY)
+
+
+def read_source_rows(ots: Any, table: str = TABLE, pk_names: tuple[str, ...] = PK_NAMES) -> dict[tuple, dict[str, Any]]:
+    """Every row of the source table (GetRange pages): primary-key values → attribute columns."""
     from tablestore import INF_MAX, INF_MIN
 
     rows: dict[tuple, dict[str, Any]] = {}
-    start: Any = [("region", INF_MIN), ("id", INF_MIN)]
-    end = [("region", INF_MAX), ("id", INF_MAX)]
+    start: Any = [(name, INF_MIN) for name in pk_names]
+    end = [(name, INF_MAX) for name in pk_names]
     while start:
-        _, start, page, _ = ots.get_range(TABLE, "FORWARD", start, end, max_version=1)
+        _, start, page, _ = ots.get_range(table, "FORWARD", start, end, max_version=1)
         for row in page:
             pk = tuple(value for _, value in row.primary_key)
             rows[pk] = {name: value for name, value, _ in row.attribute_columns}
     return rows
 
 
-def _target_rows(spark: Any, path: Path) -> dict[tuple, dict[str, Any]]:
+def read_delta_rows(spark: Any, path: Path, pk_names: tuple[str, ...] = PK_NAMES) -> dict[tuple, dict[str, Any]]:
+    """The live (not soft-deleted) rows of a Delta target table, in the shape of `read_source_rows`."""
     frame = spark.read.format("delta").load(str(path)).where("not _deleted")
-    attributes = [c for c in frame.columns if not c.startswith("_") and c not in ("region", "id")]
+    attributes = [c for c in frame.columns if not c.startswith("_") and c not in pk_names]
     rows = {}
     for row in frame.collect():
         values = row.asDict()
-        rows[(values["region"], values["id"])] = {c: values[c] for c in attributes if values[c] is not None}
+        rows[tuple(values[name] for name in pk_names)] = {c: values[c] for c in attributes if values[c] is not None}
     return rows
 
 
-def _compare(source: dict, target: dict) -> list[str]:
+def compare_rows(source: dict, target: dict) -> list[str]:
+    """One line per row that differs between source and target (floats compared to 9 decimals)."""
     mismatches = []
     for key in sorted(set(source) | set(target), key=str):
         expected, actual = source.get(key), target.get(key)
@@ -210,18 +247,60 @@ def _compare(source: dict, target: dict) -> list[str]:
     return mismatches
 
 
-def _stream_records(streams: Any, stream_id: str) -> int:
-    """Every record of every shard (the ground truth the Kafka count is compared with)."""
-    total = 0
+def read_stream_records(streams: Any, stream_id: str, table: str = "") -> dict[str, list[ChangeRecord]]:
+    """Every retained record of every shard, in shard order (the ground truth Kafka is compared with)."""
+    records: dict[str, list[ChangeRecord]] = {}
     for shard in streams.list_all_shards(stream_id):
+        shard_records = records.setdefault(shard.shard_id, [])
         iterator = streams.get_shard_iterator(stream_id, shard.shard_id)
         while iterator:
-            page = streams.get_stream_record(iterator, 1000)
-            total += len(page.records)
+            page = streams.get_stream_record(iterator, 1000, table=table, shard_id=shard.shard_id)
+            shard_records.extend(page.records)
             if not page.records:
                 break
             iterator = page.next_shard_iterator
-    return total
+    return records
+
+
+def _stream_records(streams: Any, stream_id: str) -> int:
+    return sum(len(records) for records in read_stream_records(streams, stream_id).values())
+
+
+@dataclass
+class CatchUp:
+    """What `apply_until_equal` did: runs of the apply job, duplicates they absorbed, and how it ended."""
+
+    runs: int = 0
+    duplicates_absorbed: int = 0
+    seconds: float = 0.0
+    rows_in_target: int = 0
+    mismatches: list[str] = field(default_factory=list)
+
+
+def apply_until_equal(config: Any, spark: Any, table: str, source: dict[tuple, dict[str, Any]], *,
+                      pk_names: tuple[str, ...] = PK_NAMES, timeout: float = 300.0) -> CatchUp:  # fmt: skip
+    """Run the apply job (`--once`) until the Delta table of `table` equals `source` or `timeout` passes.
+
+    The bridge may still be delivering the tail, so one run is not always enough; duplicates absorbed (redelivered
+    or already applied operations) are summed over the runs.
+    """
+    from cdcbridge.apply.job import run_apply
+
+    result = CatchUp()
+    started = time.monotonic()
+    table_path = Path(config.apply.delta_path) / table
+    while True:
+        stats = run_apply(config, once=True, spark=spark).report.stats
+        result.runs += 1
+        result.duplicates_absorbed += stats.duplicates + stats.stale
+        target = read_delta_rows(spark, table_path, pk_names) if table_path.exists() else {}
+        result.mismatches = compare_rows(source, target)
+        result.rows_in_target = len(target)
+        if not result.mismatches or time.monotonic() - started > timeout:
+            break
+        time.sleep(2)
+    result.seconds = time.monotonic() - started
+    return result
 
 
 def _messages_in(endpoints: StackEndpoints, topic: str) -> int:
@@ -237,7 +316,6 @@ def _messages_in(endpoints: StackEndpoints, topic: str) -> int:
 
 def run_demo(*, rows: int = 300, operations: int = 3000, seed: int = 7, keep: bool = False,
              timeout: float = 300.0) -> DemoSummary:  # fmt: skip
-    from cdcbridge.apply.job import run_apply
     from cdcbridge.apply.spark_session import build_spark_session
     from cdcbridge.config import load_config
     from cdcbridge.tablestore import StreamClient, build_ots_client
@@ -270,7 +348,9 @@ def run_demo(*, rows: int = 300, operations: int = 3000, seed: int = 7, keep: bo
 
         def split() -> None:
             shard = streams.list_all_shards(stream_id)[0].shard_id
-            children.extend(_admin(endpoints.emulator_url, "split", {"table": TABLE, "shard_id": shard})["children"])
+            children.extend(
+                emulator_admin(endpoints.emulator_url, "split", {"table": TABLE, "shard_id": shard})["children"]
+            )
             summary.events.append(f"split {shard} into {', '.join(children)}")
 
         def kill() -> None:
@@ -283,7 +363,7 @@ def run_demo(*, rows: int = 300, operations: int = 3000, seed: int = 7, keep: bo
 
         def merge() -> None:
             body = {"table": TABLE, "shard_id": children[0], "sibling_shard_id": children[1]}
-            child = _admin(endpoints.emulator_url, "merge", body)["child"]
+            child = emulator_admin(endpoints.emulator_url, "merge", body)["child"]
             summary.events.append(f"merged {children[0]} and {children[1]} into {child}")
 
         milestones = {operations * 3 // 10: split, operations // 2: kill, operations * 6 // 10: restart,
@@ -294,25 +374,15 @@ def run_demo(*, rows: int = 300, operations: int = 3000, seed: int = 7, keep: bo
         summary.traffic_seconds = time.monotonic() - started
 
         click.echo("running the Spark apply job into Delta Lake until the target equals the source")
-        source = _source_rows(ots)
+        source = read_source_rows(ots)
         spark = build_spark_session("cdcbridge-demo")
-        started = time.monotonic()
         try:
-            while True:
-                result = run_apply(config, once=True, spark=spark)
-                summary.apply_runs += 1
-                stats = result.report.stats
-                summary.duplicates_absorbed += stats.duplicates + stats.stale
-                table_path = Path(config.apply.delta_path) / TABLE
-                target = _target_rows(spark, table_path) if table_path.exists() else {}
-                summary.mismatches = _compare(source, target)
-                if not summary.mismatches or time.monotonic() - started > timeout:
-                    break
-                time.sleep(2)
+            catch_up = apply_until_equal(config, spark, TABLE, source, timeout=timeout)
         finally:
             spark.stop()
-        summary.catch_up_seconds = time.monotonic() - started
-        summary.rows_in_source, summary.rows_in_target = len(source), len(target)
+        summary.apply_runs, summary.duplicates_absorbed = catch_up.runs, catch_up.duplicates_absorbed
+        summary.mismatches, summary.catch_up_seconds = catch_up.mismatches, catch_up.seconds
+        summary.rows_in_source, summary.rows_in_target = len(source), catch_up.rows_in_target
         summary.messages_in_kafka = _messages_in(endpoints, f"demo.{TABLE}.mutation")
         summary.stream_records = _stream_records(streams, stream_id)
         return summary
