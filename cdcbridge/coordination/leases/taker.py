@@ -88,7 +88,10 @@ class LeaseTaker:
         self._held.add(held)
         self._observations[lease.shard_id] = Observation(written.counter, self._clock.monotonic())
         self._stats.add("leases_taken")
-        previous = f"from {lease.owner}" if lease.is_owned else "(unowned)"
+        if lease.owner == self._me:  # the previous owner handed it over to us (a steal completed)
+            previous = "(handed over to us)"
+        else:
+            previous = f"from {lease.owner}" if lease.is_owned else "(unowned)"
         log.info("took lease %s %s", lease.shard_id, previous)
         return held
 
