@@ -132,18 +132,20 @@ def start_kafka(
     )  # fmt: skip
 
 
-def kafka_listeners(state_dir: Path) -> tuple[str, int, int]:
-    """(host, port, controller port) of the broker last started in `state_dir`, read from its server.properties."""
+def kafka_listeners(state_dir: Path) -> tuple[str, str, int, int]:
+    """(bind host, advertised host, port, controller port) of the broker last started in `state_dir`, read from
+    its server.properties, so a restart binds and advertises exactly as before."""
     properties = state_dir / "kafka" / "server.properties"
     try:
         text = properties.read_text()
     except OSError as error:
         raise StackError(f"no Kafka configuration at {properties}; start the stack first ({error})") from None
     values = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
-    host_port = values["advertised.listeners"].removeprefix("PLAINTEXT://")
-    host, port = host_port.rsplit(":", 1)
+    plaintext = next(part for part in values["listeners"].split(",") if part.startswith("PLAINTEXT://"))
+    host, port = plaintext.removeprefix("PLAINTEXT://").rsplit(":", 1)
+    advertised = values["advertised.listeners"].removeprefix("PLAINTEXT://").rsplit(":", 1)[0]
     controller_port = values["controller.quorum.voters"].rsplit(":", 1)[1]
-    return host, int(port), int(controller_port)
+    return host, advertised, int(port), int(controller_port)
 
 
 def restart_kafka(state_dir: Path, *, hard: bool = False, down_seconds: float = 0.0) -> ProcessRecord:
@@ -157,7 +159,7 @@ def restart_kafka(state_dir: Path, *, hard: bool = False, down_seconds: float = 
     record = ProcessRecord.load(state_dir, "kafka")
     if record is None or not record.is_running():
         raise StackError(f"no running Kafka broker recorded in {state_dir}; start the stack first")
-    host, port, controller_port = kafka_listeners(state_dir)
+    host, advertised, port, controller_port = kafka_listeners(state_dir)
     if hard:
         os.kill(record.pid, signal.SIGKILL)
         deadline = time.monotonic() + 30
@@ -169,4 +171,4 @@ def restart_kafka(state_dir: Path, *, hard: bool = False, down_seconds: float = 
     if record.is_running():
         raise StackError(f"the Kafka broker (pid {record.pid}) did not stop; see {record.log}")
     time.sleep(down_seconds)
-    return start_kafka(state_dir, host, port, controller_port)
+    return start_kafka(state_dir, host, port, controller_port, advertised_host=advertised)
