@@ -1,16 +1,16 @@
 """`cdcbridge apply`: the Structured Streaming job that reads the bridge's topics and applies them to a target.
 
-Shape: Kafka source (the configured tables' topics or a pattern, headers included) → ``foreachBatch``: decode on
-Spark (:mod:`.spark_decode`), stream the batch (bounded by ``maxOffsetsPerTrigger``) to the driver and fold it
-there (:mod:`.micro_batch`), one guarded write with the batch marker (:mod:`.targets`). The checkpoint location keeps
-the offsets, so a restart resumes at the first batch not committed to the checkpoint; Spark re-runs an
-interrupted batch with the same id and offsets, and the target's marker makes that a no-op.
+Shape: Kafka source (the configured tables' topics or a pattern, headers included) → ``foreachBatch``: for a target
+that takes Spark frames (Delta, PostgreSQL) the batch is decoded, validated, deduplicated and folded in the JVM and
+written in one guarded write with the batch marker (:mod:`.spark_batch`); the driver only reads counts. A batch
+holding anything that must be judged message by message (bad input, a row the target would refuse, ...) and
+every batch for the Tablestore target take the reference path instead: decode on Spark (:mod:`.spark_decode`),
+stream the batch (bounded by ``maxOffsetsPerTrigger``) to the driver and fold it there in Python
+(:mod:`.micro_batch`). The checkpoint location keeps the offsets, so a restart resumes at the first batch not
+committed to the checkpoint; Spark re-runs an interrupted batch with the same id and offsets, and the target's
+marker makes that a no-op.
 
-Why the fold runs on the driver: it is pure Python (~35-60 µs per message to parse and validate, ~15 µs to
-fold, on this 2-core machine), the PostgreSQL and Tablestore writes are driver-side transactions anyway, and a
-batch is bounded by ``maxOffsetsPerTrigger``. Spark does the parts that scale in the JVM: Kafka reads, framing,
-Avro decoding, JSON rendering, and for Delta the reads and the MERGE. The driver's Python is the ceiling
-(~10-12k messages/s); a distributed fold (grouped by row key in the executors) is the way past it on a cluster.
+Metrics (``observability.metrics_port``): one update per batch, never per message (:class:`ApplyMetrics`).
 
 Batch markers use the app id ``<apply.app_id>-<query id>``: Spark keeps the query id in the checkpoint, so a
 restart continues the same markers, while a new checkpoint location (batch ids restart at 0) gets fresh ones
@@ -34,11 +34,13 @@ from cdcbridge.apply.micro_batch import BatchReport, MicroBatchApplier
 from cdcbridge.apply.policy import BadInputPolicy
 from cdcbridge.apply.purge import purge_horizon_ms
 from cdcbridge.apply.routing import TopicRouting
+from cdcbridge.apply.spark_batch import ReferencePathNeeded, SchemaIdsNeeded, SparkBatchApplier
 from cdcbridge.apply.spark_decode import UnknownSchemaId, decoded_records
-from cdcbridge.apply.targets.base import ApplyTarget
+from cdcbridge.apply.targets.base import ApplyTarget, SparkFoldTarget
 from cdcbridge.apply.targets.factory import build_target
 from cdcbridge.apply.writer_schemas import WriterSchemas
 from cdcbridge.config import BridgeConfig
+from cdcbridge.observability.metrics import ApplyMetrics, start_metrics_server
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -83,7 +85,8 @@ class ApplySummary:
 
 
 class _BatchHandler:
-    """The foreachBatch function: decode, apply, purge now and then; keeps the first error for the caller."""
+    """The foreachBatch function: apply (on Spark, or the reference path), count, purge now and then; keeps the
+    first error for the caller."""
 
     def __init__(
         self,
@@ -93,6 +96,7 @@ class _BatchHandler:
         summary: ApplySummary,
         clock: Callable[[], float] = time.monotonic,
         wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        metrics: ApplyMetrics | None = None,
     ) -> None:
         self.config = config
         self.target = target
@@ -102,13 +106,17 @@ class _BatchHandler:
         self.policy = BadInputPolicy(config.apply.on_bad_record.value)
         self.app_id_ready = threading.Event()
         self.applier: MicroBatchApplier | None = None
+        self.spark_applier: SparkBatchApplier | None = None
         self.error: BaseException | None = None
         self.clock = clock
         self.wall_clock_ms = wall_clock_ms
+        self.metrics = metrics
         self.next_purge = clock()
 
     def start(self, app_id: str) -> None:
         self.applier = MicroBatchApplier(self.target, self.routing, app_id, self.policy)
+        if isinstance(self.target, SparkFoldTarget):
+            self.spark_applier = SparkBatchApplier(self.target, self.routing, app_id)
         self.summary.app_id = app_id
         self.app_id_ready.set()
 
@@ -119,12 +127,15 @@ class _BatchHandler:
             assert self.applier is not None
             started = time.monotonic()
             report = self._apply(batch, batch_id)
+            seconds = time.monotonic() - started
             self.summary.report += report
-            self.summary.batch_times.append((batch_id, report.stats.messages, time.monotonic() - started))
+            self.summary.batch_times.append((batch_id, report.stats.messages, seconds))
+            self._count(report, seconds)
             log.info(
-                "batch %d: %d messages, %d applied, %d duplicates, %d stale, %d dead letters, %d rows written in "
-                "%.2fs (collect+decode %.2f, read %.2f, fold %.2f, write %.2f)%s",
+                "batch %d (%s): %d messages, %d applied, %d duplicates, %d stale, %d dead letters, %d rows written "
+                "in %.2fs (decode %.2f, read %.2f, fold %.2f, write %.2f)%s",
                 batch_id,
+                "spark" if report.spark_batches else "reference path",
                 report.stats.messages,
                 report.stats.applied,
                 report.stats.duplicates,
@@ -144,9 +155,37 @@ class _BatchHandler:
                 self.error = error
             raise
 
+    def _count(self, report: BatchReport, seconds: float) -> None:
+        """One metrics update per batch."""
+        if self.metrics is None:
+            return
+        now_ms = self.wall_clock_ms()
+        self.metrics.batch_applied(
+            seconds,
+            applied=report.stats.applied,
+            duplicates=report.stats.duplicates,
+            stale=report.stats.stale,
+            dead_lettered=report.stats.dead_lettered,
+            rows_written=report.rows_by_table,
+            freshness_seconds=[(now_ms - ts) / 1000 for ts in report.source_ts_sample],
+        )
+
     def _apply(self, batch: DataFrame, batch_id: int) -> BatchReport:
-        """Decode and apply; a schema id met for the first time is fetched and the batch decoded again (the
-        applier writes nothing before it has read the whole batch)."""
+        """Apply on Spark where the target allows it, else (or when the batch needs it) on the reference path;
+        a schema id met for the first time is fetched and the batch decoded again (neither path writes before
+        it has read the whole batch)."""
+        if self.spark_applier is not None:
+            for _ in range(_MAX_NEW_SCHEMA_IDS):
+                try:
+                    return self.spark_applier.apply(batch_id, batch, self.schemas.known())
+                except SchemaIdsNeeded as needed:
+                    self.schemas.resolve(needed.schema_ids)
+                except ReferencePathNeeded as reason:
+                    log.info("batch %d takes the reference path: %s", batch_id, reason)
+                    break
+        return self._apply_reference(batch, batch_id)
+
+    def _apply_reference(self, batch: DataFrame, batch_id: int) -> BatchReport:
         assert self.applier is not None
         for _ in range(_MAX_NEW_SCHEMA_IDS):
             try:
@@ -189,7 +228,9 @@ def run_apply(
     stop = stop_event or threading.Event()
     restore = _install_signal_handlers(stop) if stop_event is None else None
     started = time.monotonic()
+    server = None
     try:
+        handler.metrics, server = _metrics(config)
         target.prepare(list(routing.applied_formats))
         handler.schemas.preload(f"{topic}-value" for topic in routing.subscribed_topics())
         query = _start_query(spark, config, routing, handler, once)
@@ -202,9 +243,22 @@ def run_apply(
         if restore is not None:
             restore()
         target.close()
+        if server is not None:
+            server.stop()
         if own_session:
             spark.stop()
     return summary
+
+
+def _metrics(config: BridgeConfig) -> tuple[ApplyMetrics | None, Any]:
+    """The job's metrics and their endpoint when ``observability.metrics_port`` is set (else none)."""
+    observability = config.observability
+    if observability.metrics_port is None:
+        return None, None
+    metrics = ApplyMetrics()
+    server = start_metrics_server(observability.metrics_port, observability.metrics_host, registry=metrics)
+    log.info("apply job metrics at %s", server.url)
+    return metrics, server
 
 
 def _start_query(

@@ -14,10 +14,16 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from cdcbridge.apply.marker import BatchMarker
 from cdcbridge.apply.model import PrimaryKey, TargetRow
 from cdcbridge.apply.policy import DeadLetter
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from cdcbridge.apply.spark_batch import FoldedTable
 
 
 @dataclass(frozen=True)
@@ -69,3 +75,24 @@ class ApplyTarget(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
+
+
+class SparkFoldTarget(ApplyTarget):
+    """A target the Spark path (:mod:`cdcbridge.apply.spark_batch`) can feed: it hands its current rows to
+    Spark as a frame and takes folded rows as one, so no row passes through Python one by one. The reference
+    path (:meth:`read_rows` / :meth:`write`) stays for batches the Spark path leaves to it."""
+
+    @abstractmethod
+    def current_rows(self, tables: Collection[str], grouped: DataFrame) -> DataFrame | None:
+        """The stored rows of `tables` as ``table``, ``pk``, ``cur`` (:data:`~cdcbridge.apply.spark_fold.
+        STATE_TYPE`), at least those whose (table, pk) is in `grouped` (the batch's rows); None if the target
+        holds none of the tables. Lazy where it can be: Spark evaluates it inside the fold's job."""
+
+    @abstractmethod
+    def refusal(self, folded: FoldedTable) -> str | None:
+        """Why some changed row of `folded` might not be storable (then the batch takes the reference path,
+        which refuses rows one by one), or None."""
+
+    @abstractmethod
+    def write_folded(self, marker: BatchMarker, tables: Mapping[str, FoldedTable]) -> dict[str, int]:
+        """Write every table's changed rows with the ``_seq`` guard and the marker; rows written per table."""

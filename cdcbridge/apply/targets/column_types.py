@@ -99,3 +99,40 @@ def _column_problem(row: TargetRow, known: Mapping[str, tuple[str, str]], reserv
             if existing_kind != kind:
                 return f"column {name!r} holds a {kind} value; the table's column is {existing_kind}"
     return None
+
+
+def check_column_set(
+    pairs: Iterable[tuple[str, str]],
+    columns: Mapping[str, str],
+    pk_columns: Mapping[str, str] | None,
+    pk_signatures: Iterable[tuple[tuple[str, str], ...]],
+) -> TypeCheck | str:
+    """:func:`check_rows` for a batch known only by the distinct (column, type) pairs and primary-key signatures
+    (name, type per pk column) of its rows, as the Spark path sees it: the columns to add, or why some row might
+    be refused (then the reference path judges the rows one by one). Rows whose own columns differ only in case
+    must have been ruled out by the caller."""
+    signatures = set(pk_signatures)
+    if pk_columns is None:
+        if len(signatures) > 1:
+            return f"rows of the batch disagree on the primary key: {sorted(signatures)}"
+        pk_columns = dict(next(iter(signatures))) if signatures else {}
+    elif signatures - {tuple(pk_columns.items())}:
+        return f"primary keys {sorted(signatures)} differ from the table's {list(pk_columns.items())}"
+    reserved = {name.lower() for name in RESERVED_COLUMNS} | {name.lower() for name in pk_columns}
+    known = {name.lower(): (name, kind) for name, kind in columns.items()}
+    by_lower: dict[str, set[tuple[str, str]]] = {}
+    for name, kind in pairs:
+        by_lower.setdefault(name.lower(), set()).add((name, kind))
+    check = TypeCheck()
+    for lowered, seen in sorted(by_lower.items()):
+        if lowered in reserved:
+            return f"attribute column {sorted(seen)[0][0]!r} collides with a primary-key or bookkeeping column"
+        if len(seen) > 1:
+            return f"values of column {lowered!r} differ in spelling or type: {sorted(seen)}"
+        ((name, kind),) = seen
+        if lowered in known:
+            if known[lowered] != (name, kind):
+                return f"column {name!r} ({kind}) does not match the table's column {known[lowered]}"
+        else:
+            check.new_columns[name] = kind
+    return check

@@ -26,13 +26,25 @@ from typing import TYPE_CHECKING, Any
 from cdcbridge.apply.job_errors import TargetError
 from cdcbridge.apply.marker import BatchMarker
 from cdcbridge.apply.model import ColumnValue, PkValue, PrimaryKey, TargetRow
-from cdcbridge.apply.targets.base import ApplyTarget, TargetBatch
-from cdcbridge.apply.targets.column_types import BINARY, DOUBLE, RESERVED_COLUMNS, check_rows, value_type
+from cdcbridge.apply.targets.base import SparkFoldTarget, TargetBatch
+from cdcbridge.apply.targets.column_types import (
+    BINARY,
+    BOOLEAN,
+    DOUBLE,
+    LONG,
+    RESERVED_COLUMNS,
+    STRING,
+    check_column_set,
+    check_rows,
+    value_type,
+)
 from cdcbridge.apply.targets.dead_letters import dead_letter_row
 from cdcbridge.changes import Value
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from cdcbridge.apply.spark_batch import FoldedTable
 
 PK_PROPERTY = "cdcbridge.primaryKey"
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
@@ -63,7 +75,12 @@ class _TableShape:
     columns: dict[str, str]
 
 
-class DeltaTarget(ApplyTarget):
+#: Field of the fold's value union (and of the primary-key union) that holds each logical column type.
+UNION_FIELD = {BOOLEAN: "z", LONG: "l", DOUBLE: "d", STRING: "s", BINARY: "b"}
+_PK_FIELDS = ("l", "s", "b")
+
+
+class DeltaTarget(SparkFoldTarget):
     """Writes folded rows into Delta tables with MERGE (see the module docstring)."""
 
     name = "delta"
@@ -186,12 +203,17 @@ class DeltaTarget(ApplyTarget):
         check = check_rows(rows, shape.columns if shape else {}, shape.pk if shape else None)
         if check.refused:
             raise TargetError(f"rows of table {table!r} reached the write despite type conflicts: {check.refused}")
+        pk = {name: value_type(value) for name, value in rows[0].pk}
+        return self._ensure_shape(table, pk, check.new_columns)
+
+    def _ensure_shape(self, table: str, pk: Mapping[str, str], new_columns: Mapping[str, str]) -> _TableShape:
+        """Create the table with primary key `pk` (name → type) if it does not exist, and add `new_columns`."""
+        shape = self._shape(table)
         path = self.path(table)
         if shape is None:
-            pk = {name: value_type(value) for name, value in rows[0].pk}
             ddl = ", ".join(
                 [f"{quote(n)} {k} NOT NULL" for n, k in pk.items()]
-                + [f"{quote(n)} {k}" for n, k in check.new_columns.items()]
+                + [f"{quote(n)} {k}" for n, k in new_columns.items()]
                 + [_BOOKKEEPING_DDL]
             )
             pk_json = json.dumps(list(pk)).replace("\\", "\\\\").replace("'", "\\'")
@@ -199,8 +221,8 @@ class DeltaTarget(ApplyTarget):
                 f"CREATE TABLE IF NOT EXISTS delta.{quote(path)} ({ddl}) USING DELTA "
                 f"TBLPROPERTIES ('{PK_PROPERTY}' = '{pk_json}')"
             )
-        elif check.new_columns:
-            added = ", ".join(f"{quote(n)} {k}" for n, k in check.new_columns.items())
+        elif new_columns:
+            added = ", ".join(f"{quote(n)} {k}" for n, k in new_columns.items())
             self.spark.sql(f"ALTER TABLE delta.{quote(path)} ADD COLUMNS ({added})")
         else:
             return shape
@@ -208,6 +230,90 @@ class DeltaTarget(ApplyTarget):
         refreshed = self._shape(table)
         assert refreshed is not None
         return refreshed
+
+    # --- the Spark path -----------------------------------------------------------------------------------------
+
+    def current_rows(self, tables: Collection[str], grouped: DataFrame) -> DataFrame | None:
+        frames = [self._state_frame(table, shape) for table in tables if (shape := self._shape(table)) is not None]
+        if not frames:
+            return None
+        union = frames[0]
+        for frame in frames[1:]:
+            union = union.unionByName(frame)
+        return union
+
+    def _state_frame(self, table: str, shape: _TableShape) -> DataFrame:
+        """The table's rows as the fold's state: ``table``, ``pk``, ``cur``."""
+        from pyspark.sql import functions as F
+
+        from cdcbridge.apply.spark_fold import COLUMNS_TYPE
+
+        pk = F.array(
+            *[F.struct(F.lit(n).alias("n"), _union(F.col(quote(n)), kind, _PK_FIELDS).alias("v"))
+              for n, kind in shape.pk.items()]
+        )  # fmt: skip
+        entries = [
+            F.when(
+                F.col(quote(name)).isNotNull(),
+                F.struct(
+                    F.lit(name).alias("key"),
+                    F.struct(
+                        _union(F.col(quote(name)), kind, tuple(UNION_FIELD.values())).alias("v"),
+                        F.col("_versions").getItem(name).alias("e"),
+                    ).alias("value"),
+                ),
+            )
+            for name, kind in shape.columns.items()
+        ]
+        columns = (
+            F.map_from_entries(F.filter(F.array(*entries), lambda entry: entry.isNotNull()))
+            if entries
+            else F.expr(f"cast(map() AS {COLUMNS_TYPE})")
+        )
+        state = F.struct(
+            columns.alias("cols"),
+            F.coalesce(F.col("_deleted"), F.lit(False)).alias("del"),
+            F.col("_seq").alias("seq"),
+            F.col("_source_ts").alias("ts"),
+        )
+        stored = self.spark.read.format("delta").load(self.path(table))
+        return stored.select(F.lit(table).alias("table"), pk.alias("pk"), state.alias("cur"))
+
+    def refusal(self, folded: FoldedTable) -> str | None:
+        if folded.case_conflicts:
+            return f"{folded.case_conflicts} row(s) have attribute columns that differ only in case"
+        check = self._column_check(folded)
+        return check if isinstance(check, str) else None
+
+    def _column_check(self, folded: FoldedTable) -> Any:
+        shape = self._shape(folded.table)
+        return check_column_set(
+            folded.columns, shape.columns if shape else {}, shape.pk if shape else None, folded.pk_signatures
+        )
+
+    def write_folded(self, marker: BatchMarker, tables: Mapping[str, FoldedTable]) -> dict[str, int]:
+        from delta.tables import DeltaTable
+
+        written: dict[str, int] = {}
+        for table, folded in tables.items():
+            check = self._column_check(folded)
+            if isinstance(check, str):
+                raise TargetError(f"rows of table {table!r} reached the write despite a type conflict: {check}")
+            pk = dict(next(iter(folded.pk_signatures)))
+            shape = self._ensure_shape(table, pk, check.new_columns)
+            source = _merge_source(folded.rows, shape)
+            on = " AND ".join(f"t.{quote(name)} = s.{quote(name)}" for name in shape.pk)
+            with self._txn(marker):
+                (
+                    DeltaTable.forPath(self.spark, self.path(table))
+                    .alias("t")
+                    .merge(source.alias("s"), on)
+                    .whenMatchedUpdateAll(condition=GUARD)
+                    .whenNotMatchedInsertAll()
+                    .execute()
+                )
+            written[table] = folded.rows_changed
+        return written
 
     def _append_dead_letters(self, batch: TargetBatch) -> None:
         rows = [_json_row(dead_letter_row(letter, batch.marker)) for letter in batch.dead_letters]
@@ -305,4 +411,30 @@ def _row_from_json(table: str, record: Mapping[str, Any], shape: _TableShape) ->
         seq=record.get("_seq"),
         deleted=bool(record.get("_deleted")),
         source_ts=record.get("_source_ts"),
+    )
+
+
+def _union(column: Column, kind: str, fields: tuple[str, ...]) -> Column:
+    """A typed column as the fold's union struct (`fields` in order, the one of `kind` set)."""
+    from pyspark.sql import functions as F
+
+    wanted = UNION_FIELD[kind]
+    types = {"z": BOOLEAN, "l": LONG, "d": DOUBLE, "s": STRING, "b": BINARY}
+    return F.struct(*[(column if name == wanted else F.lit(None).cast(types[name])).alias(name) for name in fields])
+
+
+def _merge_source(rows: DataFrame, shape: _TableShape) -> DataFrame:
+    """Folded rows (``pk``, ``row``) as the table's typed columns, ready for the MERGE."""
+    from pyspark.sql import functions as F
+
+    pk = [F.col("pk")[i]["v"][UNION_FIELD[kind]].alias(name) for i, (name, kind) in enumerate(shape.pk.items())]
+    cells = F.col("row.cols")
+    columns = [cells.getItem(name)["v"][UNION_FIELD[kind]].alias(name) for name, kind in shape.columns.items()]
+    return rows.select(
+        *pk,
+        *columns,
+        F.expr("map_filter(transform_values(row.cols, (k, v) -> v.e), (k, v) -> v IS NOT NULL)").alias("_versions"),
+        F.col("row.seq").alias("_seq"),
+        F.col("row.del").alias("_deleted"),
+        F.col("row.ts").alias("_source_ts"),
     )

@@ -8,7 +8,8 @@ text comparison is seq order), ``_deleted boolean``, ``_source_ts bigint``.
 A batch is one transaction: lock this app's progress row and stop if it already holds the batch (a re-run batch
 is a no-op), COPY each table's rows into a temp table and upsert them with
 ``INSERT … ON CONFLICT (pk) DO UPDATE … WHERE excluded._seq > t._seq``, insert the dead letters, move the
-progress row to the batch id, commit.
+progress row to the batch id, commit. On the Spark path the rows come and go as text, not through Python one by
+one (:mod:`.postgres_frames`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
@@ -25,19 +28,38 @@ from psycopg import sql
 from cdcbridge.apply.job_errors import TargetError
 from cdcbridge.apply.marker import BatchMarker
 from cdcbridge.apply.model import ColumnValue, PkValue, PrimaryKey, TargetRow
-from cdcbridge.apply.targets.base import ApplyTarget, TargetBatch
+from cdcbridge.apply.targets.base import SparkFoldTarget, TargetBatch
 from cdcbridge.apply.targets.dead_letters import DEAD_LETTER_COLUMNS, dead_letter_row
+from cdcbridge.apply.targets.postgres_frames import csv_text, current_rows_query, keys_json
 from cdcbridge.changes import Value
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from cdcbridge.apply.spark_batch import FoldedTable
 
 PROGRESS_TABLE = "_apply_progress"
 _BOOKKEEPING = ("attrs", "_versions", "_seq", "_deleted", "_source_ts")
+#: Logical primary-key type (as the Spark path names it) → PostgreSQL column type.
+_PG_PK_TYPE = {"bigint": "bigint", "string": "text", "binary": "bytea"}
 
 
 def encode_attrs(row: TargetRow) -> tuple[str, str]:
     """(attrs, _versions) JSON texts of a row."""
-    attrs = {name: _json_value(cell.value) for name, cell in row.columns.items()}
+    attrs = ", ".join(f"{json.dumps(name)}: {_json_text(cell.value)}" for name, cell in row.columns.items())
     versions = {name: cell.version for name, cell in row.columns.items() if cell.version is not None}
-    return json.dumps(attrs, allow_nan=False), json.dumps(versions)
+    return "{" + attrs + "}", json.dumps(versions)
+
+
+def _json_text(value: Value) -> str:
+    """A value as JSON text; a finite double in plain decimal notation with a fraction (``1e+16`` would be stored
+    by jsonb as the integer 10000000000000000 and read back as an int)."""
+    if isinstance(value, float) and math.isfinite(value):
+        text = repr(value)
+        if "e" in text:
+            text = format(Decimal(text), "f")
+        return text if "." in text else text + ".0"
+    return json.dumps(_json_value(value), allow_nan=False)
 
 
 def decode_attrs(attrs: Mapping[str, Any] | None, versions: Mapping[str, Any] | None) -> dict[str, ColumnValue]:
@@ -69,7 +91,7 @@ def _value_of(value: Any) -> Value:
     return value
 
 
-class PostgresTarget(ApplyTarget):
+class PostgresTarget(SparkFoldTarget):
     """Upserts folded rows into PostgreSQL (see the module docstring)."""
 
     name = "postgres"
@@ -112,11 +134,11 @@ class PostgresTarget(ApplyTarget):
                 ).format(self._name(self.dead_letter_table))
             )
 
-    def _ensure_table(self, table: str, row: TargetRow) -> list[tuple[str, str]]:
+    def _ensure_table(self, table: str, pk: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The table's primary key (name, type), creating the table with `pk` if it does not exist."""
         columns = self._table_pk(table)
         if columns:
             return columns
-        pk = [(name, _pk_type(value)) for name, value in row.pk]
         definition = sql.SQL(", ").join(
             [sql.SQL("{} {} NOT NULL").format(sql.Identifier(n), sql.SQL(k)) for n, k in pk]
             + [
@@ -205,28 +227,41 @@ class PostgresTarget(ApplyTarget):
     # --- writing ------------------------------------------------------------------------------------------------
 
     def write(self, batch: TargetBatch) -> int:
-        marker = batch.marker
-        written = 0
+        def body() -> int:
+            written = 0
+            for table, rows in batch.rows.items():
+                if rows:
+                    pk = [(name, _pk_type(value)) for name, value in rows[0].pk]
+                    written += self._upsert(table, pk, lambda copy, rows=rows: _copy_rows(copy, rows))
+            self._insert_dead_letters(batch)
+            return written
+
+        return self._commit(batch.marker, body, 0)
+
+    @contextmanager
+    def _batch_transaction(self, marker: BatchMarker) -> Iterator[bool]:
+        """One transaction holding the progress row: yields whether the batch is already in (then the body
+        must write nothing); the progress row moves to the batch when the body completes."""
         connection = self.connection
         try:
             with connection.transaction():
-                if self._already_applied(marker):
-                    return 0
-                for table, rows in batch.rows.items():
-                    if rows:
-                        written += self._upsert(table, rows)
-                self._insert_dead_letters(batch)
-                connection.execute(
-                    sql.SQL(
-                        "INSERT INTO {} (app_id, batch_id) VALUES (%s, %s) ON CONFLICT (app_id) DO UPDATE "
-                        "SET batch_id = excluded.batch_id, updated_at = now()"
-                    ).format(self._name(PROGRESS_TABLE)),
-                    (marker.app_id, marker.batch_id),
-                )
+                applied = self._already_applied(marker)
+                yield applied
+                if not applied:
+                    connection.execute(
+                        sql.SQL(
+                            "INSERT INTO {} (app_id, batch_id) VALUES (%s, %s) ON CONFLICT (app_id) DO UPDATE "
+                            "SET batch_id = excluded.batch_id, updated_at = now()"
+                        ).format(self._name(PROGRESS_TABLE)),
+                        (marker.app_id, marker.batch_id),
+                    )
         except psycopg.Error as error:
             self._pk_columns.clear()
             raise TargetError(f"PostgreSQL refused batch {marker.batch_id}: {error}".strip()) from error
-        return written
+
+    def _commit(self, marker: BatchMarker, body: Callable[[], Any], skipped: Any) -> Any:
+        with self._batch_transaction(marker) as applied:
+            return skipped if applied else body()
 
     def _already_applied(self, marker: BatchMarker) -> bool:
         self.connection.execute(
@@ -241,8 +276,10 @@ class PostgresTarget(ApplyTarget):
         ).fetchone()
         return stored is not None and stored[0] >= marker.batch_id
 
-    def _upsert(self, table: str, rows: Sequence[TargetRow]) -> int:
-        pk = self._ensure_table(table, rows[0])
+    def _upsert(self, table: str, pk: list[tuple[str, str]], fill: Callable[[Any], None], *, csv: bool = False) -> int:
+        """Upsert what `fill` writes into a COPY (text format, or CSV) of the table's key and bookkeeping columns,
+        through a temp table and the guard; returns the rows written."""
+        pk = self._ensure_table(table, pk)
         names = [name for name, _ in pk]
         columns = [*names, *_BOOKKEEPING]
         staging = sql.Identifier(f"_staging_{table}")
@@ -250,10 +287,9 @@ class PostgresTarget(ApplyTarget):
             sql.SQL("CREATE TEMP TABLE {} (LIKE {}) ON COMMIT DROP").format(staging, self._name(table))
         )
         column_list = sql.SQL(", ").join(sql.Identifier(c) for c in columns)
-        with self.connection.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(staging, column_list)) as copy:
-            for row in rows:
-                attrs, versions = encode_attrs(row)
-                copy.write_row([*(value for _, value in row.pk), attrs, versions, row.seq, row.deleted, row.source_ts])
+        copy_sql = sql.SQL("COPY {} ({}) FROM STDIN" + (" (FORMAT csv)" if csv else "")).format(staging, column_list)
+        with self.connection.cursor().copy(copy_sql) as copy:
+            fill(copy)
         updates = sql.SQL(", ").join(
             sql.SQL("{} = excluded.{}").format(sql.Identifier(c), sql.Identifier(c)) for c in _BOOKKEEPING
         )
@@ -271,6 +307,73 @@ class PostgresTarget(ApplyTarget):
         )
         self.connection.execute(sql.SQL("DROP TABLE {}").format(staging))
         return max(cursor.rowcount, 0)
+
+    # --- the Spark path -----------------------------------------------------------------------------------------
+
+    def current_rows(self, tables: Collection[str], grouped: DataFrame) -> DataFrame | None:
+        from pyspark.sql import functions as F
+
+        from cdcbridge.apply.spark_batch import ReferencePathNeeded
+        from cdcbridge.apply.spark_fold import STATE_TYPE
+        from cdcbridge.apply.spark_operations import PK_TYPE
+
+        texts = []
+        try:
+            for table in tables:
+                pk = self._table_pk(table)
+                if not pk:
+                    continue
+                found = grouped.where(F.col("table") == table).agg(keys_json(pk).alias("keys")).first()
+                keys = found["keys"] if found is not None else None
+                if not keys or keys == "[]":
+                    continue
+                query = current_rows_query(self.schema, table, pk)
+                text, representable = self.connection.execute(query, (keys, table)).fetchone()
+                if not representable:
+                    raise ReferencePathNeeded(f"a stored row of table {table!r} holds a value the fold cannot carry")
+                if text:
+                    texts.append(text)
+        except psycopg.Error as error:
+            raise TargetError(f"cannot read the current rows from PostgreSQL: {error}".strip()) from error
+        finally:
+            self.connection.rollback()
+        if not texts:
+            return None
+        lines = grouped.sparkSession.createDataFrame([(text,) for text in texts], "text string").select(
+            F.explode(F.split("text", "\n")).alias("line")
+        )
+        schema = f"table string, pk {PK_TYPE}, cur {STATE_TYPE}"
+        parsed = lines.select(F.from_json("line", schema, {"mode": "FAILFAST"}).alias("r"))
+        return parsed.select("r.table", "r.pk", "r.cur")
+
+    def refusal(self, folded: FoldedTable) -> str | None:
+        if len(folded.pk_signatures) != 1:
+            return f"rows of the batch disagree on the primary key: {sorted(folded.pk_signatures)}"
+        wanted = self._pk_of(folded)
+        try:
+            stored = self._table_pk(folded.table)
+        finally:
+            self.connection.rollback()
+        if stored and stored != wanted:
+            return f"primary key {wanted} differs from the table's {stored}"
+        return None
+
+    def write_folded(self, marker: BatchMarker, tables: Mapping[str, FoldedTable]) -> dict[str, int]:
+        texts = {table: (self._pk_of(folded), csv_text(folded.rows, self._pk_of(folded)))
+                 for table, folded in tables.items()}  # fmt: skip
+
+        def body() -> dict[str, int]:
+            return {
+                table: self._upsert(table, pk, lambda copy, text=text: copy.write(text), csv=True)
+                for table, (pk, text) in texts.items()
+            }
+
+        return self._commit(marker, body, {table: 0 for table in tables})
+
+    @staticmethod
+    def _pk_of(folded: FoldedTable) -> list[tuple[str, str]]:
+        ((signature),) = folded.pk_signatures
+        return [(name, _PG_PK_TYPE[kind]) for name, kind in signature]
 
     def _insert_dead_letters(self, batch: TargetBatch) -> None:
         if not batch.dead_letters:
@@ -296,3 +399,9 @@ class PostgresTarget(ApplyTarget):
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+
+
+def _copy_rows(copy: Any, rows: Sequence[TargetRow]) -> None:
+    for row in rows:
+        attrs, versions = encode_attrs(row)
+        copy.write_row([*(value for _, value in row.pk), attrs, versions, row.seq, row.deleted, row.source_ts])

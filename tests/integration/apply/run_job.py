@@ -1,6 +1,6 @@
 """Runs the apply job in its own process for the kill test: optionally hangs right after the target committed
-batch N (before Spark commits the batch to its checkpoint), so the test can SIGKILL it there; with --continuous it
-runs until SIGTERM."""
+batch N on either path (before Spark commits the batch to its checkpoint), so the test can SIGKILL it there; with
+--continuous it runs until SIGTERM."""
 
 from __future__ import annotations
 
@@ -25,16 +25,25 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(name)s %(message)s")
     config = BridgeConfig.model_validate_json(Path(args.config).read_text())
     if args.hang_after_write is not None:
-        original = DeltaTarget.write
+        original, original_folded = DeltaTarget.write, DeltaTarget.write_folded
 
-        def write_then_hang(self, batch):
-            written = original(self, batch)
-            if batch.marker.batch_id >= args.hang_after_write:
-                Path(args.flag).write_text(str(batch.marker.batch_id))
+        def hang_after(marker) -> None:
+            if marker.batch_id >= args.hang_after_write:
+                Path(args.flag).write_text(str(marker.batch_id))
                 time.sleep(3600)
+
+        def write_then_hang(self, batch):  # the reference path's commit
+            written = original(self, batch)
+            hang_after(batch.marker)
+            return written
+
+        def write_folded_then_hang(self, marker, tables):  # the Spark path's commits
+            written = original_folded(self, marker, tables)
+            hang_after(marker)
             return written
 
         DeltaTarget.write = write_then_hang
+        DeltaTarget.write_folded = write_folded_then_hang
     summary = run_apply(config, once=not args.continuous)
     print("\n".join(summary.lines()))
     return 0

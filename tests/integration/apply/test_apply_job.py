@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import psycopg
@@ -22,8 +24,10 @@ from cdcbridge.apply.targets.base import TargetBatch
 from cdcbridge.apply.targets.delta import DeltaTarget
 from cdcbridge.apply.targets.postgres import PostgresTarget
 from cdcbridge.apply.targets.tablestore import TablestoreTarget
+from cdcbridge.config import ObservabilityConfig
 
 from .helpers import (
+    TABLES,
     delta_live,
     job_config,
     make_workload,
@@ -36,16 +40,54 @@ from .helpers import (
 HERE = Path(__file__).parent
 
 
+class ScrapingDeltaTarget(DeltaTarget):
+    """Scrapes the job's metrics endpoint when the job closes its target: after the last batch, before the
+    endpoint stops."""
+
+    def __init__(self, spark, root: str, metrics_url: str) -> None:
+        super().__init__(spark, root)
+        self.metrics_url = metrics_url
+        self.scraped = ""
+
+    def close(self) -> None:
+        with urllib.request.urlopen(self.metrics_url, timeout=10) as response:
+            self.scraped = response.read().decode()
+        super().close()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _sample(text: str, name: str, labels: str = "") -> float:
+    (line,) = [line for line in text.splitlines() if line.startswith(f"{name}{labels} ")]
+    return float(line.split()[-1])
+
+
 def test_delta_target_equals_the_source_despite_redeliveries_and_schema_evolution(stack, spark, tmp_path) -> None:
     prefix = unique_prefix()
     work = make_workload(prefix)
     produce_workload(stack, work)
-    config = job_config(stack, prefix, tmp_path)
-    summary = run_apply(config, once=True, spark=spark)
+    port = _free_port()
+    config = job_config(stack, prefix, tmp_path).model_copy(
+        update={"observability": ObservabilityConfig(metrics_port=port)}
+    )
+    target = ScrapingDeltaTarget(spark, f"{tmp_path}/delta", f"http://127.0.0.1:{port}/metrics")
+    summary = run_apply(config, once=True, spark=spark, target=target)
     figures = summary.as_dict()
     assert figures["messages"] == len(work.messages) + len(work.evolved)
     assert figures["batches"] >= 4 and figures["duplicates"] + figures["stale"] > 0
     assert figures["dead_lettered"] == 0
+    assert 0 < figures["spark_batches"] < figures["batches"]  # the first batch holds tombstones of a new table
+    metrics = target.scraped  # counted per batch by the job, served by its endpoint
+    assert _sample(metrics, "cdcbridge_apply_batches_total") == figures["batches"]
+    for outcome, figure in (("applied", "applied"), ("duplicate", "duplicates"), ("stale", "stale")):
+        assert _sample(metrics, "cdcbridge_apply_messages_total", f'{{outcome="{outcome}"}}') == figures[figure]
+    written = sum(_sample(metrics, "cdcbridge_apply_rows_written_total", f'{{table="{t}"}}') for t in TABLES)
+    assert written == figures["rows_written"]
+    assert _sample(metrics, "cdcbridge_apply_freshness_seconds_count") > 0
     for table in ("users", "items"):
         assert delta_live(spark, f"{tmp_path}/delta/{table}") == work.expected(table)
     registry = SchemaRegistryClient({"url": stack.registry_url, "timeout": 10})

@@ -41,3 +41,28 @@ def test_the_commit_clock_passes_writes_through() -> None:
 
 def test_figures_are_flattened_for_the_results_table() -> None:
     assert flatten({"a": {"b": 1, "c": {"d": 2}}, "e": 3}) == {"a.b": 1, "a.c.d": 2, "e": 3}
+
+
+def test_the_commit_clock_keeps_the_spark_path_and_notes_the_rows_it_wrote() -> None:
+    from types import SimpleNamespace
+
+    from cdcbridge.apply.targets.base import SparkFoldTarget
+    from cdcbridge.bench.apply import SparkCommitClock, commit_clock
+
+    class SparkMemory(MemoryTarget, SparkFoldTarget):
+        def current_rows(self, tables, grouped):
+            return None
+
+        def refusal(self, folded):
+            return None
+
+        def write_folded(self, marker, tables):
+            return {table: 1 for table in tables}
+
+    assert type(commit_clock(MemoryTarget())) is CommitClock
+    clock = commit_clock(SparkMemory())
+    assert isinstance(clock, SparkCommitClock) and isinstance(clock, SparkFoldTarget)
+    written = {"pk": [{"n": "id", "v": (None, "k", None)}], "seq": "0042"}
+    rows = SimpleNamespace(select=lambda *names: SimpleNamespace(collect=lambda: [written]))
+    assert clock.write_folded(BatchMarker("a", 0), {"t": SimpleNamespace(rows=rows)}) == {"t": 1}
+    assert clock.commits[0][1] == [((("id", "k"),), "0042")]

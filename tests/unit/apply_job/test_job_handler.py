@@ -104,3 +104,49 @@ def test_the_handler_fetches_a_new_schema_id_and_decodes_the_batch_again(monkeyp
     handler.start("app")
     report = handler._apply("frame", 4)
     assert isinstance(report, BatchReport) and attempts == ["frame", "frame"] and resolved == [[9]]
+
+
+def test_a_batch_updates_the_apply_metrics_once(monkeypatch) -> None:
+    from cdcbridge.apply import job
+    from cdcbridge.bench.apply_workload import bridge_messages, generate_records, with_redeliveries
+    from cdcbridge.formats import BridgeTableFormat
+    from cdcbridge.observability.metrics import ApplyMetrics
+
+    from .compact import kafka_records
+
+    config = parse_config({"source": {"tables": [{"name": "users"}]}, "kafka": {"topic_prefix": "t"}}, environ={})
+    messages, _ = bridge_messages(generate_records("users", keys=4, records=30, seed=1), BridgeTableFormat(),
+                                  topic_prefix="t")  # fmt: skip
+    records = kafka_records(with_redeliveries(messages, seed=1, fraction=0.5))
+    monkeypatch.setattr(job, "decoded_records", lambda batch, schemas: iter(records))
+    metrics = ApplyMetrics(include_process_metrics=False)
+    now_ms = 1_750_000_000_000 + 60_000  # a minute after the workload's first commit
+    summary = ApplySummary()
+    handler = _BatchHandler(config, MemoryTarget(), TopicRouting.from_config(config), summary,
+                            wall_clock_ms=lambda: now_ms, metrics=metrics)  # fmt: skip
+    handler.start("app")
+    handler("frame", 0)
+    stats, sample = summary.report.stats, metrics.registry.get_sample_value
+
+    def outcome(name: str) -> float | None:
+        return sample("cdcbridge_apply_messages_total", {"outcome": name})
+
+    assert sample("cdcbridge_apply_batches_total") == 1
+    assert (outcome("applied"), outcome("duplicate"), outcome("stale")) == (stats.applied, stats.duplicates, 0)
+    assert stats.applied > 0 and stats.duplicates > 0
+    assert sample("cdcbridge_apply_rows_written_total", {"table": "users"}) == summary.report.rows_written > 0
+    assert sample("cdcbridge_apply_batch_seconds_count") == 1
+    assert sample("cdcbridge_apply_freshness_seconds_count") == 5  # a few quantiles per batch, not per message
+    assert sample("cdcbridge_apply_freshness_seconds_sum") > 0
+
+
+def test_without_metrics_the_handler_counts_nothing_and_still_applies(monkeypatch) -> None:
+    from cdcbridge.apply import job
+
+    config = parse_config({"source": {"tables": [{"name": "users"}]}}, environ={})
+    monkeypatch.setattr(job, "decoded_records", lambda batch, schemas: iter([]))
+    summary = ApplySummary()
+    handler = _BatchHandler(config, MemoryTarget(), TopicRouting.from_config(config), summary)
+    handler.start("app")
+    handler("frame", 0)
+    assert summary.report.batches == 1 and handler.metrics is None

@@ -1,0 +1,217 @@
+"""One micro-batch on Spark: decode, validate, dedup, fold and write in the JVM; the driver handles counts only.
+
+Steps per batch (see :mod:`.spark_operations` and :mod:`.spark_fold` for what runs in Spark):
+
+1. One Spark job reads the batch from Kafka, decodes and validates every message, groups the operations by
+   target row, joins the rows the target holds and folds; its result (one row per target row) is persisted.
+2. A small job sums that result per table: the counts of :class:`~cdcbridge.apply.fold.ApplyStats` and what the
+   changed rows look like (column names and types, primary-key signatures), so the target can add columns or
+   see a row it would refuse before anything is written.
+3. The target writes each table's changed rows with the guard and the batch marker (Delta: one MERGE per
+   table; PostgreSQL: one transaction).
+
+The batch goes to the reference path, :class:`~cdcbridge.apply.micro_batch.MicroBatchApplier`, instead, before
+anything is written, when it holds anything the reference path must judge message by message: bad input (it
+raises or dead-letters as configured), an INCREMENT the fold cannot apply, a row the target would refuse, or a
+bare tombstone of a table the target does not hold yet. Schema ids met for the first time are fetched and the
+batch is read again, as on the reference path.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from cdcbridge.apply.fold import ApplyStats
+from cdcbridge.apply.marker import BatchMarker, batch_already_applied
+from cdcbridge.apply.micro_batch import FRESHNESS_QUANTILES, BatchReport
+from cdcbridge.apply.operations import MessageFormat
+from cdcbridge.apply.routing import TopicRouting
+from cdcbridge.apply.spark_fold import fold_rows, grouped_operations
+from cdcbridge.apply.spark_operations import normalized_operations
+from cdcbridge.apply.writer_schemas import WriterSchema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from cdcbridge.apply.targets.base import SparkFoldTarget
+
+_VALUE_TYPE = (
+    "CASE WHEN {v}.z IS NOT NULL THEN 'boolean' WHEN {v}.l IS NOT NULL THEN 'bigint' "
+    "WHEN {v}.d IS NOT NULL THEN 'double' WHEN {v}.s IS NOT NULL THEN 'string' ELSE 'binary' END"
+)
+_PK_TYPE = "CASE WHEN {v}.l IS NOT NULL THEN 'bigint' WHEN {v}.s IS NOT NULL THEN 'string' ELSE 'binary' END"
+_STAT_COLUMNS = ("tombstones_without_seq", "duplicates", "stale", "applied", "tombstones_redundant")
+
+
+@dataclass(frozen=True)
+class FoldedTable:
+    """One table of a folded batch: the counts, what its changed rows look like, and the rows themselves
+    (``pk``, ``row``: :data:`~cdcbridge.apply.spark_fold.STATE_TYPE`), to be written with the guard."""
+
+    table: str
+    stats: ApplyStats
+    columns: frozenset[tuple[str, str]]
+    pk_signatures: frozenset[tuple[tuple[str, str], ...]]
+    case_conflicts: int
+    errors: int
+    source_ts_quantiles: tuple[int, ...]
+    rows: DataFrame
+
+    @property
+    def rows_changed(self) -> int:
+        return self.stats.rows_changed
+
+
+@dataclass(frozen=True)
+class _BatchHead:
+    messages: int
+    other: int
+
+
+@dataclass
+class _BatchSummary:
+    tables: dict[str, FoldedTable] = field(default_factory=dict)
+
+
+class ReferencePathNeeded(Exception):
+    """The batch holds something the Spark path leaves to the reference path (the reason says what)."""
+
+
+class SchemaIdsNeeded(Exception):
+    """The batch holds schema ids the driver has not fetched yet."""
+
+    def __init__(self, schema_ids: set[int]) -> None:
+        super().__init__(f"schema ids {sorted(schema_ids)} are not loaded yet")
+        self.schema_ids = schema_ids
+
+
+class SparkBatchApplier:
+    """Applies micro-batches on Spark to a :class:`~cdcbridge.apply.targets.base.SparkFoldTarget`."""
+
+    def __init__(self, target: SparkFoldTarget, routing: TopicRouting, app_id: str) -> None:
+        self.target = target
+        self.routing = routing
+        self.app_id = app_id
+
+    def apply(self, batch_id: int, batch: DataFrame, schemas: Mapping[int, WriterSchema]) -> BatchReport:
+        """Apply one batch; raises :class:`ReferencePathNeeded` or :class:`SchemaIdsNeeded` before writing
+        anything when the batch must take the reference path or needs schemas fetched first."""
+        report = BatchReport(batches=1, spark_batches=1)
+        started = time.perf_counter()
+        image_tables = [t for t, f in self.routing.applied_formats.items() if f is MessageFormat.RECORD_IMAGE]
+        pk_names = {table: names for table in image_tables if (names := self.target.pk_names(table)) is not None}
+        normalized = normalized_operations(batch, schemas, self.routing, pk_names)
+        with _persisted(grouped_operations(normalized)) as grouped:
+            head = self._head(grouped)
+            report.seconds_decode = time.perf_counter() - started
+            with _persisted(self._folded(grouped)) as folded:
+                started = time.perf_counter()
+                summary = self._summarize(folded)
+                report.stats.messages = head.messages
+                report.other_format = head.other
+                marker = BatchMarker(self.app_id, batch_id)
+                to_write: dict[str, FoldedTable] = {}
+                for table in sorted(summary.tables):
+                    if batch_already_applied(self.target.read_marker(table, self.app_id), self.app_id, batch_id):
+                        report.tables_skipped += 1
+                        continue
+                    folded_table = summary.tables[table]
+                    if folded_table.errors:
+                        raise ReferencePathNeeded(f"table {table!r}: an INCREMENT the fold cannot apply")
+                    report.stats += folded_table.stats
+                    if folded_table.rows_changed:
+                        to_write[table] = folded_table
+                if summary.tables and report.tables_skipped == len(summary.tables):
+                    report.batches_skipped = 1
+                for table, folded_table in to_write.items():
+                    refusal = self.target.refusal(folded_table)
+                    if refusal is not None:
+                        raise ReferencePathNeeded(f"table {table!r}: {refusal}")
+                report.seconds_fold = time.perf_counter() - started
+                if to_write:
+                    started = time.perf_counter()
+                    report.rows_by_table = self.target.write_folded(marker, to_write)
+                    report.rows_written = sum(report.rows_by_table.values())
+                    report.seconds_write = time.perf_counter() - started
+                    report.source_ts_sample = tuple(ts for t in to_write.values() for ts in t.source_ts_quantiles)
+        return report
+
+    @staticmethod
+    def _head(grouped: DataFrame) -> _BatchHead:
+        """Count what was set aside while normalizing; raises when the batch cannot be applied on Spark."""
+        from pyspark.sql import functions as F
+
+        row = grouped.agg(
+            F.sum("messages").alias("messages"),
+            F.sum("python").alias("python"),
+            F.sum("other").alias("other"),
+            F.array_distinct(F.flatten(F.collect_list("unknown_sids"))).alias("unknown_sids"),
+        ).first()
+        unknown = {int(sid) for sid in (row["unknown_sids"] or ())} if row is not None else set()
+        if unknown:
+            raise SchemaIdsNeeded(unknown)
+        if row is not None and row["python"]:
+            raise ReferencePathNeeded(f"{row['python']} message(s) need the reference path")
+        return _BatchHead(int(row["messages"] or 0) if row else 0, int(row["other"] or 0) if row else 0)
+
+    def _folded(self, grouped: DataFrame) -> DataFrame:
+        current = self.target.current_rows(list(self.routing.applied_formats), grouped)
+        return fold_rows(grouped, current)
+
+    def _summarize(self, folded: DataFrame) -> _BatchSummary:
+        from pyspark.sql import functions as F
+
+        changed = F.col("applied") > 0
+        value_type = _VALUE_TYPE.format(v="e.value.v")
+        pk_type = _PK_TYPE.format(v="p.v")
+        column_set = f"transform(map_entries(row.cols), e -> named_struct('n', e.key, 't', {value_type}))"
+        rows = (
+            folded.where(F.col("table").isNotNull())
+            .groupBy("table")
+            .agg(
+                *[F.sum(name).alias(name) for name in _STAT_COLUMNS],
+                F.count_if("error").alias("errors"),
+                F.count_if(changed).alias("rows_changed"),
+                F.collect_set(F.when(changed, F.expr(column_set))).alias("column_sets"),
+                F.collect_set(
+                    F.when(changed, F.expr(f"transform(pk, p -> named_struct('n', p.n, 't', {pk_type}))"))
+                ).alias("pk_sets"),
+                F.count_if(
+                    changed
+                    & F.expr("size(array_distinct(transform(map_keys(row.cols), k -> lower(k)))) != size(row.cols)")
+                ).alias("case_conflicts"),
+                F.percentile_approx(F.when(changed, F.col("row.ts")), list(FRESHNESS_QUANTILES)).alias("ts_quantiles"),
+            )
+            .collect()
+        )
+        summary = _BatchSummary()
+        for row in rows:
+            stats = ApplyStats(**{name: int(row[name]) for name in _STAT_COLUMNS}, rows_changed=row["rows_changed"])
+            summary.tables[row["table"]] = FoldedTable(
+                table=row["table"],
+                stats=stats,
+                columns=frozenset((c["n"], c["t"]) for cells in row["column_sets"] for c in cells),
+                pk_signatures=frozenset(tuple((p["n"], p["t"]) for p in pk) for pk in row["pk_sets"]),
+                case_conflicts=row["case_conflicts"],
+                errors=row["errors"],
+                source_ts_quantiles=tuple(int(ts) for ts in row["ts_quantiles"] or () if ts is not None),
+                rows=folded.where((F.col("table") == row["table"]) & changed).select("pk", "row"),
+            )
+        return summary
+
+
+@contextmanager
+def _persisted(frame: DataFrame) -> Iterator[DataFrame]:
+    """The frame kept in memory (spilling to disk) while the block runs: a barrier Spark's optimizer does not
+    push filters through (which would evaluate the decoding once per reference), and reused by later jobs."""
+    from pyspark import StorageLevel
+
+    kept = frame.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        yield kept
+    finally:
+        kept.unpersist()

@@ -1,0 +1,316 @@
+"""Kafka records → normalized operations, in the JVM: the Spark twin of :mod:`.operations` for the common case.
+
+Per message, Spark decodes the value with ``from_avro`` (:mod:`.spark_decode`), routes it by topic, checks every
+rule :func:`~cdcbridge.apply.operations.decode_message` checks, and classifies it:
+
+- ``op``: a valid operation of a table applied from this format; it carries ``table``, ``pk`` and ``op`` (below).
+- ``other``: valid, but its table is applied from the other format (counted, skipped: ``other_format``).
+- ``unknown_sid``: framed with a schema id the driver has not fetched yet (fetch it, normalize again).
+- ``python``: anything the reference path must judge: undecodable or invalid values, unmapped tables, tombstones
+  whose key is not plain canonical JSON or whose table the target does not hold yet. One such message sends the
+  whole batch to :class:`~cdcbridge.apply.micro_batch.MicroBatchApplier`, which raises or dead-letters exactly
+  as before; being strict here costs speed on rare batches, never correctness.
+
+``pk`` is ``array<struct<n: name, v: struct<l: bigint, s: string, b: binary>>>`` (one branch set), the row's
+identity in the fold. ``op`` is the struct :mod:`.spark_fold` folds::
+
+    q  seq_key (null for a tombstone without seq)   t  tombstone (Kafka null value)
+    p, o  Kafka partition and offset (tie-break)     ts  timestamp ms (null for a tombstone)
+    d  row_deleted   i  RECORD_IMAGE   r  replace_row   pa  partial image   w  writes a value (PUT/INCREMENT cell)
+    c  cells: array<struct<n, o: PUT | DELETE_ONE_VERSION | DELETE_ALL_VERSION | INCREMENT, v: value union,
+       e: effective version, a: increment amount>>
+
+An image's columns become cells (a value: PUT; null without version: DELETE_ALL_VERSION; null with version:
+DELETE_ONE_VERSION), and ``e`` is already the version the fold compares (a MUTATE_LOG PUT/INCREMENT without
+version takes the message timestamp, as :mod:`.fold` does), so the fold treats both formats alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from cdcbridge.apply.kafka_records import SEQ_KEY_HEADER
+from cdcbridge.apply.operations import SEQ_KEY_LENGTH, MessageFormat
+from cdcbridge.apply.routing import TopicRouting
+from cdcbridge.apply.spark_decode import reader_schema, with_framing
+from cdcbridge.apply.writer_schemas import WriterSchema
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+#: A cell or column value: one of the five Tablestore types set, the others null.
+VALUE_UNION = "struct<z:boolean,l:bigint,d:double,s:string,b:binary>"
+#: A primary-key value: INTEGER, STRING or BINARY.
+PK_UNION = "struct<l:bigint,s:string,b:binary>"
+PK_TYPE = f"array<struct<n:string,v:{PK_UNION}>>"
+CELL_TYPE = f"struct<n:string,o:string,v:{VALUE_UNION},e:bigint,a:bigint>"
+OP_TYPE = (
+    f"struct<q:string,t:boolean,p:int,o:bigint,ts:bigint,d:boolean,i:boolean,r:boolean,pa:boolean,w:boolean,"
+    f"c:array<{CELL_TYPE}>>"
+)
+
+OP, OTHER, UNKNOWN_SID, PYTHON = "op", "other", "unknown_sid", "python"
+
+_CELL_OPS = "('PUT', 'DELETE_ONE_VERSION', 'DELETE_ALL_VERSION', 'INCREMENT')"
+_MUTATION_TYPES = "('PUT', 'UPDATE', 'DELETE', 'INCREMENT')"
+_SEQ_KEY_PATTERN = f"^[0-9]{{{SEQ_KEY_LENGTH}}}$"
+
+# Plain canonical key tokens (what cdcbridge.formats.keys.encode_key writes without any escape); a key with any
+# other token goes to the reference path, which accepts or refuses it exactly.
+_KEY_INTEGER = r"0|-?[1-9][0-9]{0,18}"
+_KEY_STRING = r'"[^"\\\x00-\x1f]*"'
+#: Base64 with padding whose unused bits are zero (what b64encode writes).
+_KEY_BINARY = r'\{"b64":"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?"\}'
+_KEY_TOKEN = f"(?:{_KEY_INTEGER}|{_KEY_STRING}|{_KEY_BINARY})"
+_KEY_PATTERN = rf"^\[{_KEY_TOKEN}(?:,{_KEY_TOKEN})*\]$"
+_B64_PREFIX = len('{"b64":"')
+
+
+def _present(value: str) -> str:
+    """SQL: an Avro value union holds a value (the null branch, or a null struct, is absent)."""
+    return (
+        f"({value} IS NOT NULL AND ({value}.member_boolean IS NOT NULL OR {value}.member_long IS NOT NULL OR "
+        f"{value}.member_double IS NOT NULL OR {value}.member_string IS NOT NULL OR {value}.member_bytes IS NOT NULL))"
+    )
+
+
+def _common_valid(e: str) -> str:
+    """SQL: the checks of operations._EnvelopeReader shared by both formats (table, pk, seq, timestamp)."""
+    seq = f"{e}.seq"
+    numbers = f"{seq}.epoch, {seq}.timestamp_us, {seq}.row_index, {seq}.op_index"
+    return (
+        f"{e}.source.table IS NOT NULL AND {e}.source.table != '' "
+        f"AND size({e}.pk) > 0 "
+        f"AND forall({e}.pk, pk_item -> pk_item.name IS NOT NULL AND pk_item.name != '' AND pk_item.value IS NOT NULL "
+        "AND (pk_item.value.member_long IS NOT NULL OR pk_item.value.member_string IS NOT NULL "
+        "OR pk_item.value.member_bytes IS NOT NULL)) "
+        f"AND size(array_distinct(transform({e}.pk, pk_item -> pk_item.name))) = size({e}.pk) "
+        f"AND {seq}.seq_key RLIKE '{_SEQ_KEY_PATTERN}' "
+        f"AND forall(array({numbers}), number -> number IS NULL OR number >= 0) "
+        f"AND (NOT forall(array({numbers}), number -> number IS NOT NULL) "
+        f"OR format_string('%010d%020d%010d%06d', {numbers}) = {seq}.seq_key) "
+        f"AND {e}.timestamp IS NOT NULL"
+    )
+
+
+def _mutation_valid(m: str) -> str:
+    deleted = f"coalesce({m}.row_deleted, false)"
+    value = _present("cell.value")
+    return (
+        f"{_common_valid(m)} AND {m}.type IN {_MUTATION_TYPES} "
+        f"AND (({m}.type = 'DELETE') = {deleted}) "
+        f"AND NOT ({deleted} AND size({m}.cells) > 0) "
+        f"AND NOT (coalesce({m}.replace_row, false) AND {m}.type != 'PUT') "
+        f"AND forall({m}.cells, cell -> cell IS NOT NULL AND cell.name IS NOT NULL AND cell.name != '' "
+        f"AND cell.op IN {_CELL_OPS} "
+        f"AND (cell.op != 'PUT' OR {value}) "
+        "AND (cell.op != 'DELETE_ONE_VERSION' OR cell.version IS NOT NULL) "
+        f"AND (cell.op != 'INCREMENT' OR ((cell.amount IS NOT NULL OR {value}) "
+        f"AND (NOT {value} OR cell.value.member_long IS NOT NULL))) "
+        "AND (cell.op = 'INCREMENT' OR cell.amount IS NULL))"
+    )
+
+
+def _image_valid(i: str) -> str:
+    partial = f"coalesce({i}.partial, false)"
+    return (
+        f"{_common_valid(i)} "
+        f"AND (NOT coalesce({i}.row_deleted, false) OR (size({i}.columns) = 0 AND NOT {partial})) "
+        f"AND forall(map_entries({i}.columns), column -> column.key != '' AND column.value IS NOT NULL "
+        f"AND ({partial} OR {_present('column.value.value')}))"
+    )
+
+
+def _union(value: str) -> str:
+    return f"CASE WHEN {_present(value)} THEN cast({value} AS {VALUE_UNION}) END"
+
+
+def _envelope_pk(e: str) -> str:
+    return f"transform({e}.pk, pk_item -> named_struct('n', pk_item.name, 'v', cast(pk_item.value AS {PK_UNION})))"
+
+
+def _mutation_op(m: str) -> str:
+    ts = f"unix_millis({m}.timestamp)"
+    cells = (
+        f"transform({m}.cells, cell -> named_struct('n', cell.name, 'o', cell.op, 'v', {_union('cell.value')}, "
+        f"'e', CASE WHEN cell.op IN ('PUT', 'INCREMENT') THEN coalesce(cell.version, {ts}) ELSE cell.version END, "
+        "'a', cell.amount))"
+    )
+    return (
+        f"named_struct('q', {m}.seq.seq_key, 't', false, 'p', partition, 'o', offset, 'ts', {ts}, "
+        f"'d', coalesce({m}.row_deleted, false), 'i', false, 'r', coalesce({m}.replace_row, false), 'pa', false, "
+        f"'w', exists({m}.cells, cell -> cell.op IN ('PUT', 'INCREMENT')), 'c', {cells})"
+    )
+
+
+def _image_op(i: str) -> str:
+    value = _present("column.value.value")
+    cells = (
+        f"transform(map_entries({i}.columns), column -> named_struct('n', column.key, "
+        f"'o', CASE WHEN {value} THEN 'PUT' WHEN column.value.version IS NULL THEN 'DELETE_ALL_VERSION' "
+        "ELSE 'DELETE_ONE_VERSION' END, "
+        f"'v', {_union('column.value.value')}, 'e', column.value.version, 'a', cast(NULL AS bigint)))"
+    )
+    return (
+        f"named_struct('q', {i}.seq.seq_key, 't', false, 'p', partition, 'o', offset, "
+        f"'ts', unix_millis({i}.timestamp), 'd', coalesce({i}.row_deleted, false), 'i', true, 'r', false, "
+        f"'pa', coalesce({i}.partial, false), 'w', exists(map_values({i}.columns), cell -> {_present('cell.value')}), "
+        f"'c', {cells})"
+    )
+
+
+_TOMBSTONE_OP = (
+    "named_struct('q', _seq_header, 't', true, 'p', partition, 'o', offset, 'ts', cast(NULL AS bigint), "
+    "'d', true, 'i', true, 'r', false, 'pa', false, 'w', false, "
+    f"'c', cast(array() AS array<{CELL_TYPE}>))"
+)
+
+
+def _string_map(entries: Mapping[str, str], value_type: str = "string") -> Column:
+    from pyspark.sql import functions as F
+
+    if not entries:
+        return F.lit(None).cast(f"map<string,{value_type}>")
+    pairs = [item for key, value in entries.items() for item in (F.lit(key), F.lit(value))]
+    return F.create_map(*pairs)
+
+
+def _names_map(names: Mapping[str, Sequence[str]]) -> Column:
+    from pyspark.sql import functions as F
+
+    if not names:
+        return F.lit(None).cast("map<string,array<string>>")
+    pairs = [item for table, cols in names.items() for item in (F.lit(table), F.array(*[F.lit(c) for c in cols]))]
+    return F.create_map(*pairs)
+
+
+def _decoded(schemas: Mapping[int, WriterSchema], message_format: MessageFormat) -> Column:
+    """The envelope struct for every schema id of `message_format` (null elsewhere); a typed null if none."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro
+
+    from cdcbridge.apply.spark_decode import HEADER_BYTES
+
+    options = {
+        "mode": "PERMISSIVE",
+        "avroSchema": reader_schema(message_format),
+        "enableStableIdentifiersForUnionType": "true",
+    }
+    payload = F.expr(f"substring(value, {HEADER_BYTES + 1})")
+    column: Column | None = None
+    for schema in schemas.values():
+        if schema.message_format is not message_format or schema.text is None:
+            continue
+        decoded = from_avro(payload, schema.text, options)
+        condition = (F.col("_magic") == 0) & (F.col("_sid") == schema.schema_id)
+        column = F.when(condition, decoded) if column is None else column.when(condition, decoded)
+    if column is None:  # the reader schema's struct type, always null
+        return from_avro(F.lit(None).cast("binary"), reader_schema(message_format), options)
+    return column
+
+
+def _with_tombstone_pk(frame: DataFrame) -> DataFrame:
+    """Adds ``_tomb_pk``: a tombstone's primary key from its Kafka key and the table's pk names (``_tomb_names``);
+    null unless the key is valid UTF-8, plain canonical JSON (no escapes) with one in-range value per pk column."""
+    from pyspark.sql import functions as F
+
+    text = F.col("key").cast("string")
+    tokens = F.regexp_extract_all(text, F.lit(f"({_KEY_TOKEN})"), F.lit(1))
+    plain = (
+        F.col("value").isNull()
+        & F.col("key").isNotNull()
+        & F.col("_tomb_names").isNotNull()
+        & F.expr("is_valid_utf8(cast(key AS string))")
+        & text.rlike(_KEY_PATTERN)
+    )
+    token = "item._tomb_tokens"
+    pk = F.expr(
+        "transform(arrays_zip(_tomb_names, _tomb_tokens), item -> named_struct('n', item._tomb_names, "
+        f"'v', named_struct("
+        f"'l', CASE WHEN NOT startswith({token}, '\"') AND NOT startswith({token}, '{{') "
+        f"THEN try_cast({token} AS bigint) END, "
+        f"'s', CASE WHEN startswith({token}, '\"') THEN substring({token}, 2, length({token}) - 2) END, "
+        f"'b', CASE WHEN startswith({token}, '{{') "
+        f"THEN unbase64(substring({token}, {_B64_PREFIX + 1}, length({token}) - {_B64_PREFIX + 2})) END)))"
+    )
+    usable = F.expr(
+        "size(_tomb_tokens) = size(_tomb_names) "
+        "AND forall(_tomb_parsed, p -> p.v.l IS NOT NULL OR p.v.s IS NOT NULL OR p.v.b IS NOT NULL)"
+    )
+    return (
+        frame.withColumn("_tomb_tokens", F.when(F.coalesce(plain, F.lit(False)), tokens))
+        .withColumn("_tomb_parsed", F.when(F.col("_tomb_tokens").isNotNull(), pk))
+        .withColumn("_tomb_pk", F.when(F.coalesce(usable, F.lit(False)), F.col("_tomb_parsed")))
+    )
+
+
+def normalized_operations(
+    batch: DataFrame,
+    schemas: Mapping[int, WriterSchema],
+    routing: TopicRouting,
+    tombstone_pk_names: Mapping[str, Sequence[str]],
+) -> DataFrame:
+    """Columns ``_class`` (op / other / unknown_sid / python, see the module docstring), ``_sid``, ``table``,
+    ``pk`` and ``op`` (the last three set for class ``op``). `tombstone_pk_names` names the primary-key columns
+    of the RECORD_IMAGE tables the target already holds (how a bare tombstone's key values are named)."""
+    from pyspark.sql import functions as F
+
+    route_tables = {topic: route.table for topic, route in routing.routes.items()}
+    route_formats = {topic: route.message_format.value for topic, route in routing.routes.items()}
+    applied = {table: fmt.value for table, fmt in routing.applied_formats.items()}
+    known_ids = F.expr(f"cast(array({', '.join(str(int(i)) for i in schemas)}) AS array<bigint>)")
+    header = F.expr(f"get(filter(headers, h -> h.key = '{SEQ_KEY_HEADER}'), 0).value").cast("string")
+    frame = (
+        with_framing(batch)
+        .withColumn("_mutation", _decoded(schemas, MessageFormat.MUTATE_LOG))
+        .withColumn("_image", _decoded(schemas, MessageFormat.RECORD_IMAGE))
+        .withColumn("_route_table", _string_map(route_tables)[F.col("topic")])
+        .withColumn("_route_format", _string_map(route_formats)[F.col("topic")])
+        .withColumn("_seq_header", header)
+        .withColumn("_envelope_table", F.coalesce(F.col("_mutation.source.table"), F.col("_image.source.table")))
+        .withColumn("table", F.when(F.col("value").isNull(), F.col("_route_table")).otherwise(F.col("_envelope_table")))
+        .withColumn("_applied_format", _string_map(applied)[F.col("table")])
+        .withColumn("_tomb_names", _names_map(tombstone_pk_names)[F.col("_route_table")])
+    )
+    frame = _with_tombstone_pk(frame).withColumn("_known_ids", known_ids)
+    m, i = "_mutation", "_image"
+    classify = f"""
+        CASE
+          WHEN value IS NULL THEN CASE
+            WHEN _route_table IS NULL OR _route_format != 'RECORD_IMAGE' THEN '{PYTHON}'
+            WHEN coalesce(_applied_format, '') != 'RECORD_IMAGE' THEN '{OTHER}'
+            WHEN _tomb_pk IS NULL THEN '{PYTHON}'
+            WHEN _seq_header IS NOT NULL AND NOT coalesce(_seq_header RLIKE '{_SEQ_KEY_PATTERN}', false)
+              THEN '{PYTHON}'
+            ELSE '{OP}' END
+          WHEN _magic = 0 AND _sid IS NOT NULL AND NOT array_contains(_known_ids, _sid) THEN '{UNKNOWN_SID}'
+          WHEN {m} IS NOT NULL THEN CASE
+            WHEN NOT coalesce({_mutation_valid(m)}, false) THEN '{PYTHON}'
+            WHEN _route_table IS NOT NULL AND (_route_table != table OR _route_format != 'MUTATE_LOG') THEN '{PYTHON}'
+            WHEN _applied_format IS NULL THEN '{PYTHON}'
+            WHEN _applied_format != 'MUTATE_LOG' THEN '{OTHER}'
+            ELSE '{OP}' END
+          WHEN {i} IS NOT NULL THEN CASE
+            WHEN NOT coalesce({_image_valid(i)}, false) THEN '{PYTHON}'
+            WHEN _route_table IS NOT NULL AND (_route_table != table OR _route_format != 'RECORD_IMAGE')
+              THEN '{PYTHON}'
+            WHEN _applied_format IS NULL THEN '{PYTHON}'
+            WHEN _applied_format != 'RECORD_IMAGE' THEN '{OTHER}'
+            ELSE '{OP}' END
+          ELSE '{PYTHON}'
+        END"""
+    pk = f"CASE WHEN value IS NULL THEN _tomb_pk WHEN {m} IS NOT NULL THEN {_envelope_pk(m)} ELSE {_envelope_pk(i)} END"
+    op = (
+        f"CASE WHEN value IS NULL THEN {_TOMBSTONE_OP} WHEN {m} IS NOT NULL THEN {_mutation_op(m)} "
+        f"ELSE {_image_op(i)} END"
+    )
+    classified = frame.withColumn("_class", F.expr(classify))
+    is_op = F.col("_class") == OP
+    return classified.select(
+        "_class",
+        "_sid",
+        F.when(is_op, F.col("table")).alias("table"),
+        F.when(is_op, F.expr(pk)).alias("pk"),
+        F.when(is_op, F.expr(op)).alias("op"),
+    )
