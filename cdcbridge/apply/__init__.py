@@ -3,6 +3,10 @@ envelopes (:mod:`.operations`), drop redeliveries (:mod:`.dedup`), fold each row
 its target state (:mod:`.fold`) through the seq guard (:mod:`.guard`), and skip a re-run batch (:mod:`.marker`).
 Bad input stops the job or becomes a dead letter (:mod:`.policy`); soft-deleted rows are purged later
 (:mod:`.purge`).
+
+The job (:mod:`.job`) runs the same rules in the JVM for Delta and PostgreSQL (:mod:`.spark_operations`,
+:mod:`.spark_fold`, :mod:`.spark_batch`) and keeps this core as the reference path for batches that need it
+(bad input, rows a target refuses) and for the Tablestore target (:mod:`.micro_batch`).
 """
 
 from cdcbridge.apply.batch import BatchResult, DecodedBatch, decode_batch, fold_batch, fold_decoded

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _POLL_SECONDS = 0.5
+_STOP_WAIT_SECONDS = 300.0  # a requested stop waits this long for the running batch to finish
 _MAX_NEW_SCHEMA_IDS = 20
 _MS_PER_HOUR = 3_600_000
 
@@ -76,8 +77,8 @@ class ApplySummary:
     def lines(self) -> list[str]:
         figures = self.report.as_dict()
         return [
-            f"apply job {self.app_id} → {self.target}: {figures['batches']} batches "
-            f"({figures['batches_skipped']} already applied) in {self.seconds:.1f}s",
+            f"apply job {self.app_id} → {self.target}: {figures['batches']} batches ({figures['spark_batches']} on "
+            f"Spark, {figures['batches_skipped']} already applied) in {self.seconds:.1f}s",
             f"messages {figures['messages']}: applied {figures['applied']}, duplicates {figures['duplicates']}, "
             f"stale {figures['stale']}, dead-lettered {figures['dead_lettered']}",
             f"rows written {figures['rows_written']}, purged {self.purged_rows}",
@@ -237,7 +238,7 @@ def run_apply(
         handler.start(f"{config.apply.app_id}-{query.id}")
         log.info("apply job %s reading %s", summary.app_id, kafka_source_options(config, routing).get("subscribe"))
         _await(query, stop)
-        _raise_failure(query, handler)
+        _raise_failure(query, handler, stopping=stop.is_set())
     finally:
         summary.seconds = time.monotonic() - started
         if restore is not None:
@@ -284,7 +285,7 @@ def _start_query(
 def _await(query: Any, stop: threading.Event) -> None:
     while query.isActive:
         if stop.is_set():
-            query.stop()
+            _stop_between_batches(query)
             break
         try:
             query.awaitTermination(_POLL_SECONDS)
@@ -292,9 +293,26 @@ def _await(query: Any, stop: threading.Event) -> None:
             break
 
 
-def _raise_failure(query: Any, handler: _BatchHandler) -> None:
+def _stop_between_batches(query: Any, clock: Callable[[], float] = time.monotonic) -> None:
+    """Stop when no trigger runs, so a requested stop does not cut a batch short; after `_STOP_WAIT_SECONDS` of
+    one long batch it stops anyway (the interrupted batch is re-run idempotently on restart)."""
+    deadline = clock() + _STOP_WAIT_SECONDS
+    while query.isActive and clock() < deadline:
+        try:
+            if not query.status.get("isTriggerActive", False):
+                break
+        except Exception:  # the query ended meanwhile
+            break
+        time.sleep(_POLL_SECONDS / 4)
+    query.stop()
+
+
+def _raise_failure(query: Any, handler: _BatchHandler, stopping: bool = False) -> None:
     failure = query.exception()
     if failure is None and handler.error is None:
+        return
+    if stopping and failure is None and _is_interruption(handler.error):
+        log.warning("stopped during batch; it is applied again (idempotently) when the job restarts")
         return
     if isinstance(handler.error, ApplyError):
         raise handler.error
@@ -302,6 +320,12 @@ def _raise_failure(query: Any, handler: _BatchHandler) -> None:
         raise ApplyJobError(f"micro-batch failed: {type(handler.error).__name__}: {handler.error}") from handler.error
     text = str(failure).strip().splitlines()[0] if str(failure).strip() else repr(failure)
     raise ApplyJobError(f"the streaming query failed: {text}")
+
+
+def _is_interruption(error: BaseException | None) -> bool:
+    """A batch cut short by our own query.stop() (Spark interrupts or cancels its jobs), not a real failure."""
+    text = f"{type(error).__name__} {error}".lower() if error is not None else ""
+    return any(word in text for word in ("interrupt", "cancelled", "canceled"))
 
 
 def _install_signal_handlers(stop: threading.Event) -> Callable[[], None] | None:

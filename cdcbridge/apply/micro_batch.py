@@ -41,8 +41,9 @@ class BatchReport:
 
     ``spark_batches`` counts batches applied on Spark (:mod:`.spark_batch`), the others took this reference
     path. Phases: on this path decode = collect + validate, read = target rows, fold, write; on Spark, decode =
-    the one Spark job that reads, decodes, validates, groups, joins the target's rows and folds, fold = the
-    per-table summary and checks, write = the target's write. ``rows_by_table``: rows handed to the target;
+    the job that reads, decodes, validates and groups, read = fetching the target's rows where that is a step of
+    its own (PostgreSQL; Delta reads inside the fold), fold = join, fold, per-table summary and checks, write =
+    the target's write. ``rows_by_table``: rows handed to the target;
     ``source_ts_sample``: a few quantiles of the written rows' source commit times (ms), for the freshness
     metric (a batch's own, not added up).
     """

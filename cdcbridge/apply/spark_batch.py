@@ -2,11 +2,12 @@
 
 Steps per batch (see :mod:`.spark_operations` and :mod:`.spark_fold` for what runs in Spark):
 
-1. One Spark job reads the batch from Kafka, decodes and validates every message, groups the operations by
-   target row, joins the rows the target holds and folds; its result (one row per target row) is persisted.
-2. A small job sums that result per table: the counts of :class:`~cdcbridge.apply.fold.ApplyStats` and what the
-   changed rows look like (column names and types, primary-key signatures), so the target can add columns or
-   see a row it would refuse before anything is written.
+1. One Spark job reads the batch from Kafka, decodes and validates every message and groups the operations by
+   target row (kept in memory: one row per target row); the driver reads the counts of what was set aside.
+2. A second job joins the rows the target holds for those keys and folds, materialized once; a small job sums
+   that per table: the counts of :class:`~cdcbridge.apply.fold.ApplyStats` and what the changed rows look like
+   (column names and types, primary-key signatures), so the target can add columns or see a row it would
+   refuse before anything is written.
 3. The target writes each table's changed rows with the guard and the batch marker (Delta: one MERGE per
    table; PostgreSQL: one transaction).
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cdcbridge.apply.fold import ApplyStats
@@ -72,11 +73,6 @@ class _BatchHead:
     other: int
 
 
-@dataclass
-class _BatchSummary:
-    tables: dict[str, FoldedTable] = field(default_factory=dict)
-
-
 class ReferencePathNeeded(Exception):
     """The batch holds something the Spark path leaves to the reference path (the reason says what)."""
 
@@ -107,38 +103,46 @@ class SparkBatchApplier:
         normalized = normalized_operations(batch, schemas, self.routing, pk_names)
         with _persisted(grouped_operations(normalized)) as grouped:
             head = self._head(grouped)
+            report.stats.messages, report.other_format = head.messages, head.other
             report.seconds_decode = time.perf_counter() - started
-            with _persisted(self._folded(grouped)) as folded:
-                started = time.perf_counter()
-                summary = self._summarize(folded)
-                report.stats.messages = head.messages
-                report.other_format = head.other
-                marker = BatchMarker(self.app_id, batch_id)
-                to_write: dict[str, FoldedTable] = {}
-                for table in sorted(summary.tables):
-                    if batch_already_applied(self.target.read_marker(table, self.app_id), self.app_id, batch_id):
-                        report.tables_skipped += 1
-                        continue
-                    folded_table = summary.tables[table]
-                    if folded_table.errors:
-                        raise ReferencePathNeeded(f"table {table!r}: an INCREMENT the fold cannot apply")
-                    report.stats += folded_table.stats
-                    if folded_table.rows_changed:
-                        to_write[table] = folded_table
-                if summary.tables and report.tables_skipped == len(summary.tables):
-                    report.batches_skipped = 1
-                for table, folded_table in to_write.items():
-                    refusal = self.target.refusal(folded_table)
-                    if refusal is not None:
-                        raise ReferencePathNeeded(f"table {table!r}: {refusal}")
+            started = time.perf_counter()
+            current = self.target.current_rows(list(self.routing.applied_formats), grouped)
+            report.seconds_read = time.perf_counter() - started
+            started = time.perf_counter()
+            with _materialized(fold_rows(grouped, current)) as folded:
+                to_write = self._tables_to_write(self._summarize(folded), batch_id, report)
                 report.seconds_fold = time.perf_counter() - started
                 if to_write:
                     started = time.perf_counter()
-                    report.rows_by_table = self.target.write_folded(marker, to_write)
+                    report.rows_by_table = self.target.write_folded(BatchMarker(self.app_id, batch_id), to_write)
                     report.rows_written = sum(report.rows_by_table.values())
                     report.seconds_write = time.perf_counter() - started
                     report.source_ts_sample = tuple(ts for t in to_write.values() for ts in t.source_ts_quantiles)
         return report
+
+    def _tables_to_write(
+        self, tables: Mapping[str, FoldedTable], batch_id: int, report: BatchReport
+    ) -> dict[str, FoldedTable]:
+        """The tables with changed rows this batch has not written yet (their counts go into `report`); raises
+        :class:`ReferencePathNeeded` if one of them holds a row the fold or the target cannot take."""
+        to_write: dict[str, FoldedTable] = {}
+        for table in sorted(tables):
+            if batch_already_applied(self.target.read_marker(table, self.app_id), self.app_id, batch_id):
+                report.tables_skipped += 1
+                continue
+            folded = tables[table]
+            if folded.errors:
+                raise ReferencePathNeeded(f"table {table!r}: an INCREMENT the fold cannot apply")
+            report.stats += folded.stats
+            if folded.rows_changed:
+                to_write[table] = folded
+        if tables and report.tables_skipped == len(tables):
+            report.batches_skipped = 1
+        for table, folded in to_write.items():
+            refusal = self.target.refusal(folded)
+            if refusal is not None:
+                raise ReferencePathNeeded(f"table {table!r}: {refusal}")
+        return to_write
 
     @staticmethod
     def _head(grouped: DataFrame) -> _BatchHead:
@@ -158,11 +162,8 @@ class SparkBatchApplier:
             raise ReferencePathNeeded(f"{row['python']} message(s) need the reference path")
         return _BatchHead(int(row["messages"] or 0) if row else 0, int(row["other"] or 0) if row else 0)
 
-    def _folded(self, grouped: DataFrame) -> DataFrame:
-        current = self.target.current_rows(list(self.routing.applied_formats), grouped)
-        return fold_rows(grouped, current)
-
-    def _summarize(self, folded: DataFrame) -> _BatchSummary:
+    def _summarize(self, folded: DataFrame) -> dict[str, FoldedTable]:
+        """Per table: the counts and the shape of the changed rows (one small job)."""
         from pyspark.sql import functions as F
 
         changed = F.col("applied") > 0
@@ -188,10 +189,10 @@ class SparkBatchApplier:
             )
             .collect()
         )
-        summary = _BatchSummary()
+        tables: dict[str, FoldedTable] = {}
         for row in rows:
             stats = ApplyStats(**{name: int(row[name]) for name in _STAT_COLUMNS}, rows_changed=row["rows_changed"])
-            summary.tables[row["table"]] = FoldedTable(
+            tables[row["table"]] = FoldedTable(
                 table=row["table"],
                 stats=stats,
                 columns=frozenset((c["n"], c["t"]) for cells in row["column_sets"] for c in cells),
@@ -201,7 +202,7 @@ class SparkBatchApplier:
                 source_ts_quantiles=tuple(int(ts) for ts in row["ts_quantiles"] or () if ts is not None),
                 rows=folded.where((F.col("table") == row["table"]) & changed).select("pk", "row"),
             )
-        return summary
+        return tables
 
 
 @contextmanager
@@ -215,3 +216,24 @@ def _persisted(frame: DataFrame) -> Iterator[DataFrame]:
         yield kept
     finally:
         kept.unpersist()
+
+
+@contextmanager
+def _materialized(frame: DataFrame) -> Iterator[DataFrame]:
+    """The frame computed once and kept while the block runs, cut off from its sources. Not `persist`: a Delta
+    commit re-caches every cached plan that reads the table, so a persisted fold result would be recomputed
+    against the table as the MERGE left it (every operation stale) the next time it is read, e.g. by the MERGE
+    of a second table."""
+    kept = frame.localCheckpoint(eager=True)
+    try:
+        yield kept
+    finally:
+        plan = kept._jdf.queryExecution().analyzed()  # PySpark has no API to drop a local checkpoint's blocks
+        if plan.getClass().getSimpleName() == "LogicalRDD":
+            rdd = plan.rdd()
+            # Dropping them makes Spark warn that the RDD "cannot be recomputed", which is the point here.
+            jvm = kept.sparkSession.sparkContext._jvm
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+                rdd.getClass().getName(), jvm.org.apache.logging.log4j.Level.ERROR
+            )
+            rdd.unpersist(False)

@@ -7,8 +7,9 @@ tombstone of the same seq, as the reference path keeps it), keep the operations 
 of :mod:`.fold` (soft delete, replace, revival, version-aware PUT and DELETE_ONE_VERSION, INCREMENT by value or
 by amount). The result per key is the final row plus the counts :class:`~cdcbridge.apply.fold.ApplyStats` keeps.
 
-An INCREMENT by amount of a column that holds no integer (or that overflows int64) is bad input in the reference
-fold; here it sets ``error``, and the job hands the batch to the reference path, which raises or dead-letters it.
+An INCREMENT by amount of a column that holds no integer is bad input in the reference fold, and one past int64
+is a Python int there; either sets ``error`` here, and the job hands the batch to the reference path, which
+judges it (raises, dead-letters, or writes what it computes).
 
 The current rows come from the target as ``pk`` + ``cur``: :data:`STATE_TYPE` (an absent row is a deleted row
 without ``_seq``). :mod:`tests.integration.apply.test_spark_fold` checks this expression against

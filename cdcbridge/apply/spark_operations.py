@@ -167,11 +167,11 @@ _TOMBSTONE_OP = (
 )
 
 
-def _string_map(entries: Mapping[str, str], value_type: str = "string") -> Column:
+def _string_map(entries: Mapping[str, str]) -> Column:
     from pyspark.sql import functions as F
 
     if not entries:
-        return F.lit(None).cast(f"map<string,{value_type}>")
+        return F.lit(None).cast("map<string,string>")
     pairs = [item for key, value in entries.items() for item in (F.lit(key), F.lit(value))]
     return F.create_map(*pairs)
 

@@ -96,12 +96,12 @@ class SparkCommitClock(CommitClock, SparkFoldTarget):
         return self.inner.refusal(folded)
 
     def write_folded(self, marker: BatchMarker, tables: Mapping[str, FoldedTable]) -> dict[str, int]:
-        written = self.inner.write_folded(marker, tables)
         rows = []
         for folded in tables.values():
             for record in folded.rows.select("pk", "row.seq").collect():
                 pk = tuple((item["n"], next(v for v in item["v"] if v is not None)) for item in record["pk"])
                 rows.append((pk, record["seq"]))
+        written = self.inner.write_folded(marker, tables)
         self.commits.append((time.time(), rows))
         return written
 

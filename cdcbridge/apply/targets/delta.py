@@ -11,6 +11,11 @@ whose (app id, version) it already committed, and :meth:`DeltaTarget.read_marker
 re-run batch is a no-op per table. Dead letters are appended to ``<delta_path>/<dead_letter_table>`` under the
 same txn. A batch touching several tables is several commits; each is atomic with its own marker, so a batch
 cut short between two commits resumes with the tables not yet committed.
+
+On the Spark path (:mod:`cdcbridge.apply.spark_batch`) the table's rows of the batch's keys are read in the fold's
+job (the keys broadcast, only matching rows converted) and the MERGE source is the folded frame itself; nothing
+passes through Python. Copy-on-write, not deletion vectors: measured on 2 cores with ~250k-row tables, a MERGE
+of 65k rows took 2.4-2.9 s copy-on-write and 4.2-5.2 s with deletion vectors.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from cdcbridge.apply.targets.column_types import (
     LONG,
     RESERVED_COLUMNS,
     STRING,
+    TypeCheck,
     check_column_set,
     check_rows,
     value_type,
@@ -285,7 +291,7 @@ class DeltaTarget(SparkFoldTarget):
         check = self._column_check(folded)
         return check if isinstance(check, str) else None
 
-    def _column_check(self, folded: FoldedTable) -> Any:
+    def _column_check(self, folded: FoldedTable) -> TypeCheck | str:
         shape = self._shape(folded.table)
         return check_column_set(
             folded.columns, shape.columns if shape else {}, shape.pk if shape else None, folded.pk_signatures

@@ -36,3 +36,37 @@ def test_a_new_table_takes_its_primary_key_from_the_first_row() -> None:
     assert check.refused == {
         (("id", "s"),): "primary key column 'id' holds a string value; the table's column is bigint"
     }
+
+
+def test_the_column_set_check_agrees_with_the_row_check_when_nothing_is_refused() -> None:
+    """The Spark path's check sees only distinct (column, type) pairs and pk signatures; where check_rows refuses
+    nothing, it adds the same columns."""
+    from cdcbridge.apply.targets.column_types import check_column_set
+
+    rows = [row(1, a=1, b="x"), row(2, a=5), row(3, c=True)]
+    pairs = {(name, value_type(cell.value)) for r in rows for name, cell in r.columns.items()}
+    check = check_column_set(pairs, {"b": "string"}, {"id": "bigint"}, {(("id", "bigint"),)})
+    assert (
+        check.new_columns
+        == check_rows(rows, {"b": "string"}, {"id": "bigint"}).new_columns
+        == {
+            "a": "bigint",
+            "c": "boolean",
+        }
+    )
+    assert check_column_set(set(), {}, None, {(("id", "string"),)}).new_columns == {}
+
+
+def test_the_column_set_check_names_what_might_be_refused() -> None:
+    from cdcbridge.apply.targets.column_types import check_column_set
+
+    table, pk = {"b": "string"}, {"id": "bigint"}
+    signature = {(("id", "bigint"),)}
+    assert "differ in spelling or type" in check_column_set({("a", "bigint"), ("a", "double")}, table, pk, signature)
+    assert "differ in spelling or type" in check_column_set({("a", "bigint"), ("A", "bigint")}, table, pk, signature)
+    assert "does not match the table's column" in check_column_set({("b", "bigint")}, table, pk, signature)
+    assert "does not match the table's column" in check_column_set({("B", "string")}, table, pk, signature)
+    assert "collides" in check_column_set({("_SEQ", "string")}, table, pk, signature)
+    assert "collides" in check_column_set({("Id", "string")}, table, pk, signature)
+    assert "differ from the table's" in check_column_set(set(), table, pk, {(("id", "string"),)})
+    assert "disagree on the primary key" in check_column_set(set(), {}, None, {(("id", "bigint"),), (("k", "string"),)})

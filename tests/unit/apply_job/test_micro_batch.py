@@ -195,3 +195,21 @@ def test_with_a_pattern_the_other_format_of_a_table_is_skipped_and_counted() -> 
 def test_bad_input_errors_are_the_core_family() -> None:
     assert issubclass(UndecodableMessageError, BadInputError)
     assert issubclass(UnmappedTableError, BadInputError)
+
+
+def test_reports_add_up_rows_per_table_and_keep_each_batch_freshness_sample_apart() -> None:
+    from cdcbridge.apply.micro_batch import quantiles
+
+    total = BatchReport(rows_by_table={"a": 2}, source_ts_sample=(1,))
+    total += BatchReport(batches=1, rows_by_table={"a": 3, "b": 1}, source_ts_sample=(5, 6))
+    assert total.rows_by_table == {"a": 5, "b": 1} and total.batches == 1
+    assert total.source_ts_sample == (1,)
+    assert "rows_by_table" not in total.as_dict() and "source_ts_sample" not in total.as_dict()
+    assert quantiles([]) == () and quantiles([5, 1, 3, 2, 4]) == (1, 2, 3, 4, 5)
+
+
+def test_the_reference_path_reports_rows_per_table_and_the_freshness_sample() -> None:
+    messages, _ = stream("MUTATE_LOG", records=40, keys=5, seed=2)
+    report = applier(MemoryTarget()).apply(0, kafka_records(messages))
+    assert report.rows_by_table == {"users": report.rows_written} and report.rows_written > 0
+    assert len(report.source_ts_sample) == 5 and list(report.source_ts_sample) == sorted(report.source_ts_sample)
