@@ -135,7 +135,7 @@ def run(config_path: Path, worker_id: str | None, end_time: str | None) -> None:
     if end_time is not None:
         config = config.with_end_time(parse_end_time(end_time))
     _configure_logging(config)
-    run_bridge(config, worker_id, _stop_on_sigterm())
+    run_bridge(config, worker_id, _stop_on_sigterm(), own_process=True)
 
 
 @cli.command("snapshot")

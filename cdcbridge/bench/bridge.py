@@ -230,7 +230,7 @@ def _run_bridge_phase(
 
     def run() -> None:
         try:
-            run_bridge(config, "bench-worker", stop)
+            run_bridge(config, "bench-worker", stop, own_process=True)
         except BaseException as error:
             failure.append(error)
 

@@ -26,12 +26,15 @@ from cdcbridge.bridge.processor import BridgeContext, BridgeProcessor
 from cdcbridge.bridge.row_lookup import SourceRowReader
 from cdcbridge.bridge.topic_record import TopicPartitionRecord
 from cdcbridge.bridge.worker_metrics import StatsPump
+from cdcbridge.changes import ChangeRecord
 from cdcbridge.config import BridgeConfig, ConfigError, TableConfig
 from cdcbridge.coordination.leases.tablestore_store import TablestoreLeaseStore
 from cdcbridge.coordination.stream.tablestore_access import TablestoreStreamAccess
 from cdcbridge.coordination.worker import Worker
+from cdcbridge.formats import mutate_log_fast
 from cdcbridge.formats.schemas import schema_text
 from cdcbridge.formats.table_format import MessageFormat
+from cdcbridge.gc_tuning import tune_for_throughput
 from cdcbridge.kafka.errors import BrokerUnreachableError, RegistryUnreachableError
 from cdcbridge.kafka.schemas import TopicValueSerializers
 from cdcbridge.kafka.sink import DEFAULT_PRODUCER_CONFIG, DeliveryStats, KafkaSink
@@ -211,6 +214,7 @@ def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) ->
             stream_start=StreamStartReader(snapshots, rt.stream_id, rt.table.name),
             end_time_us=to_us(config.bridge.end_time) if config.bridge.end_time else None,
             dead_letter_topic=config.kafka.dead_letter_topic, dead_letter_over_bytes=dead_letter_over,
+            encode_mutate_log=fast_mutate_log_encoder(rt, serializers, source.instance),
         )  # fmt: skip
         rt.worker = Worker(
             worker_id=worker_id, stream_id=rt.stream_id, store=store,
@@ -222,13 +226,35 @@ def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) ->
     return runtime
 
 
-def run_bridge(config: BridgeConfig, worker_id: str | None = None, stop: threading.Event | None = None) -> None:
-    """Run until `stop` is set (SIGTERM in the CLI): then drain, checkpoint, release and close the producer."""
+def fast_mutate_log_encoder(
+    rt: TableRuntime, serializers: TopicValueSerializers, instance: str
+) -> Callable[[ChangeRecord], list[bytes] | None] | None:
+    """The C MUTATE_LOG encoder bound to the table's registered schema id, for tables published as MUTATE_LOG alone
+    (None without the C module or for other tables: the builders and the library serializer do the work)."""
+    topic = rt.topics.get(MessageFormat.MUTATE_LOG)
+    if rt.table.formats != (MessageFormat.MUTATE_LOG,) or topic is None or not mutate_log_fast.fast_path_available():
+        return None
+    return partial(mutate_log_fast.encode_mutate_log, instance=instance, schema_id=serializers.schema_ids[topic])
+
+
+def run_bridge(
+    config: BridgeConfig,
+    worker_id: str | None = None,
+    stop: threading.Event | None = None,
+    *,
+    own_process: bool = False,
+) -> None:
+    """Run until `stop` is set (SIGTERM in the CLI): then drain, checkpoint, release and close the producer.
+
+    `own_process`: the process exists for this worker (the CLI, the benchmark), so its cycle-collector settings may
+    be tuned for throughput (cdcbridge.gc_tuning); a library caller keeps its own."""
     stop = stop or threading.Event()
     worker_id = worker_id or default_worker_id()
     if not config.source.tables:
         raise ConfigError("source.tables is empty; list the tables to replicate")
     runtime = start_bridge(config, worker_id, stop)
+    if own_process:
+        tune_for_throughput()  # after start-up: its objects are frozen out of the cycle collector's scans
     failures: list[BaseException] = []
 
     def run_table(rt: TableRuntime) -> None:

@@ -33,8 +33,9 @@ from cdcbridge.coordination.processor import (
     ShutdownInput,
     ShutdownReason,
 )
-from cdcbridge.formats.table_format import BridgeTableFormat
-from cdcbridge.formats.table_messages import TableMessage, build_table_messages, needs_row_lookup
+from cdcbridge.formats.keys import record_key
+from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
+from cdcbridge.formats.table_messages import build_table_messages, needs_row_lookup
 from cdcbridge.kafka.errors import KafkaSideError, MessageTooLargeError
 from cdcbridge.kafka.sink import Delivery
 
@@ -90,6 +91,10 @@ class BridgeContext:
     #: Only messages larger than this are dead-lettered: the broker refuses a whole batch for one oversize message,
     #: and the small messages of that batch must be sent again (the shard restarts), never replaced by references.
     dead_letter_over_bytes: int = 0
+    #: Encodes a record straight to its framed MUTATE_LOG message values (the C fast path of
+    #: cdcbridge.formats.mutate_log_fast), or returns None to leave the record to the builders and serializers, which
+    #: also word the errors of bad records. Used only when the table is published as MUTATE_LOG alone.
+    encode_mutate_log: Callable[[ChangeRecord], list[bytes] | None] | None = None
 
 
 class BridgeProcessor(RecordProcessor):
@@ -134,6 +139,8 @@ class BridgeProcessor(RecordProcessor):
         serialize, produce = context.serialize, context.sink.produce
         register, ack_callback, topics = self._tracker.register, self._ack_callback, self._topics
         shard_id = self._shard_id
+        encode_fast = context.encode_mutate_log if table_format.formats == (MessageFormat.MUTATE_LOG,) else None
+        mutation_topic = topics.get(MessageFormat.MUTATE_LOG, "")
         produced = skipped = 0
         for record in batch:
             if start_us is not None and record.sequence.timestamp_us < start_us:
@@ -142,6 +149,16 @@ class BridgeProcessor(RecordProcessor):
                 continue
             if not record.shard_id:
                 record.shard_id = shard_id  # iterators are opaque: we know the shard here
+            values = encode_fast(record) if encode_fast is not None else None
+            if values is not None:  # the fast path: values already framed, one per unit operation
+                key = record_key(record)
+                first_sub = records.start_sub_sequence(record)
+                pending = register(record.sequence, len(values), first_sub)
+                for sub_sequence in range(first_sub, len(values)):
+                    on_ack = ack_callback(pending, sub_sequence, mutation_topic, MessageFormat.MUTATE_LOG, key)
+                    produce(mutation_topic, key, values[sub_sequence], on_ack, None)
+                produced += len(values) - first_sub
+                continue
             messages = build_table_messages(
                 record,
                 table_format,
@@ -163,7 +180,8 @@ class BridgeProcessor(RecordProcessor):
                         f"cannot serialize the {message.message_format} message of table {context.table} key "
                         f"{message.key.decode('utf-8', 'replace')} (shard {shard_id}): {error}"
                     ) from error
-                produce(message.topic, message.key, value, ack_callback(pending, message), headers)
+                on_ack = ack_callback(pending, message.sub_sequence, message.topic, message.message_format, message.key)
+                produce(message.topic, message.key, value, on_ack, headers)
             produced += len(messages) - first_sub
         if context.on_produced is not None:
             context.on_produced(produced)
@@ -223,10 +241,10 @@ class BridgeProcessor(RecordProcessor):
         rows = context.read_rows(context.table, [list(r.primary_key) for r in wanted])
         return {id(record): row for record, row in zip(wanted, rows, strict=True)}
 
-    def _ack_callback(self, pending: PendingRecord, message: TableMessage) -> Callable[[Delivery], None]:
-        # Only small parts of the message are kept until its ack, never its value.
-        sub_sequence, topic, key = message.sub_sequence, message.topic, message.key
-        message_format = str(message.message_format)
+    def _ack_callback(
+        self, pending: PendingRecord, sub_sequence: int, topic: str, message_format: MessageFormat, key: bytes
+    ) -> Callable[[Delivery], None]:
+        """The message's acknowledgement handler; it keeps only these small parts of the message, never its value."""
 
         def on_ack(delivery: Delivery) -> None:
             error = delivery.error
@@ -237,7 +255,7 @@ class BridgeProcessor(RecordProcessor):
                 and self._context.dead_letter_topic is not None
                 and error.size > self._context.dead_letter_over_bytes
             ):
-                self._dead_letters.append((pending, sub_sequence, topic, message_format, key, error))  # pump sends it
+                self._dead_letters.append((pending, sub_sequence, topic, str(message_format), key, error))  # pump sends
             else:
                 self._record_failure(error)
 

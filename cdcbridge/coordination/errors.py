@@ -46,6 +46,11 @@ class WorkerFencedError(CoordinationError):
     holds, so it aborted every consumer without checkpointing. Restart the process once the store is reachable."""
 
 
+class ProcessorNotReadyError(CoordinationError):
+    """Raised by a RecordProcessor's initialize() when it cannot start yet for an expected, passing reason (e.g. a
+    table's snapshot still runs): the shard retries after the task back-off, logged as one line, not a failure."""
+
+
 class StreamError(CoordinationError):
     """Base of errors raised by a stream adapter (RecordFetcher / ShardLister implementations)."""
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from cdcbridge.coordination.errors import ProcessorNotReadyError
+
 
 class SnapshotError(Exception):
     """A snapshot cannot start or go on; `cdcbridge snapshot` can be run again once the cause is fixed."""
@@ -19,7 +21,7 @@ class SnapshotExportError(SnapshotError):
     """A range could not be read or a message was refused by Kafka; progress stops before it (resumable)."""
 
 
-class SnapshotInProgressError(SnapshotError):
+class SnapshotInProgressError(SnapshotError, ProcessorNotReadyError):
     """The table's snapshot is still running: the bridge may not produce its stream records yet."""
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cdcbridge.coordination.checkpoint.checkpointer import ShardCheckpointer
 from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
@@ -30,6 +31,8 @@ class ShardContext:
     stats: CoordinationStats
     #: Shard ids of the latest DescribeStream listing (None before the first sync).
     listed_shards: Callable[[], frozenset[str] | None]
+    #: Set once the processor's "not ready" (ProcessorNotReadyError) was logged: repeats go to DEBUG.
+    not_ready_logged: threading.Event = field(default_factory=threading.Event)
 
     @property
     def shard_id(self) -> str:

@@ -14,6 +14,7 @@ from cdcbridge.coordination.errors import (
     InvalidPositionError,
     LeaseLostError,
     LeaseStoreError,
+    ProcessorNotReadyError,
     ShardNotFoundError,
     StreamError,
     StreamUnavailableError,
@@ -127,11 +128,19 @@ class InitializeTask:
                     checkpoint_sequence=lease.checkpoint_seq,
                 )
             )
+        except ProcessorNotReadyError as exc:
+            level = logging.DEBUG if ctx.not_ready_logged.is_set() else logging.INFO
+            ctx.not_ready_logged.set()
+            log.log(level, "shard %s: the record processor is not ready, retrying every %.0fs: %s", ctx.shard_id,
+                    _backoff(ctx), exc)  # fmt: skip
+            checkpointer.close("processor not ready")
+            return TaskOutcome(retry_after=_backoff(ctx))
         except Exception:
             log.exception("shard %s: the record processor failed to initialize", ctx.shard_id)
             ctx.stats.add("processor_failures")
             checkpointer.close("processor failed to initialize")
             return TaskOutcome(retry_after=_backoff(ctx))
+        ctx.not_ready_logged.clear()
         incarnation = Incarnation(processor, checkpointer, cursor, lease.checkpoint_seq)
         if gone:
             return _shard_gone(ctx, incarnation)

@@ -154,3 +154,76 @@ def test_requested_stop_checkpoints_what_was_acknowledged_within_the_timeout() -
     sink.ack(0)
     processor.shutdown(ShutdownInput(ShutdownReason.REQUESTED, checkpointer, 0.1))
     assert checkpointer.calls == [(records[0].sequence, None)]
+
+
+# ------------------------------------------------------------------------------ the fast MUTATE_LOG path
+
+
+def make_fast(
+    encode, formats: tuple[MessageFormat, ...] = (MessageFormat.MUTATE_LOG,)
+) -> tuple[BridgeProcessor, FakeSink, list]:
+    sink = FakeSink()
+    serialized: list = []
+
+    def serialize(topic, value):
+        serialized.append(topic)
+        return None if value is None else b"slow:" + repr(sorted(value)).encode()
+
+    context = BridgeContext(
+        table_format=BridgeTableFormat(formats=formats), table="orders", instance="inst", topic_prefix="cdc",
+        serialize=serialize, sink=sink, read_rows=lambda table, pks: [None for _ in pks],
+        checkpoint_interval_seconds=3600, encode_mutate_log=encode,
+    )  # fmt: skip
+    processor = BridgeProcessor(context)
+    processor.initialize(InitializationInput("stream", "shard-0", (), "TRIM_HORIZON", None))
+    return processor, sink, serialized
+
+
+def two_parts(rec: ChangeRecord) -> list[bytes]:
+    return [f"fast:{rec.sequence.timestamp_us}:{part}:{rec.shard_id}".encode() for part in range(2)]
+
+
+def test_the_fast_path_produces_its_values_keyed_and_checkpoints_by_sub_sequence() -> None:
+    processor, sink, serialized = make_fast(two_parts)
+    checkpointer = FakeCheckpointer()
+    rec = record(7)
+    rec.shard_id = ""  # the processor fills the shard in before encoding
+    processor.process_records(ProcessRecordsInput([rec], checkpointer))
+    assert [(t, k, v) for t, k, v, _ in sink.produced] == [
+        ("cdc.orders.mutation", b"[7]", b"fast:1000007:0:shard-0"),
+        ("cdc.orders.mutation", b"[7]", b"fast:1000007:1:shard-0"),
+    ]
+    assert serialized == []  # the library serializer was not needed
+    sink.ack(0)
+    processor._write_checkpoint(final=False)
+    assert checkpointer.calls == [(rec.sequence, 0)]  # part 1 is still in flight
+    sink.ack(1)
+    processor._write_checkpoint(final=False)
+    assert checkpointer.calls[-1] == (rec.sequence, None)
+
+
+def test_the_fast_path_resumes_part_way_like_the_builders() -> None:
+    processor, sink, _ = make_fast(two_parts)
+    rec = record(7)
+    processor.process_records(
+        ProcessRecordsInput([rec], FakeCheckpointer(), resume_point=ExtendedSequence(rec.sequence, 0))
+    )
+    assert [v for _, _, v, _ in sink.produced] == [b"fast:1000007:1:shard-0"]
+
+
+def test_records_the_fast_path_declines_take_the_builders() -> None:
+    processor, sink, serialized = make_fast(lambda rec: None if rec.sequence.timestamp_us % 2 else two_parts(rec))
+    processor.process_records(ProcessRecordsInput([record(1), record(2)], FakeCheckpointer()))
+    values = [v for _, _, v, _ in sink.produced]
+    assert values[0].startswith(b"slow:") and values[1:] == two_parts(record(2))
+    assert serialized == ["cdc.orders.mutation"]
+
+
+def test_the_fast_path_is_not_used_when_the_table_also_has_images() -> None:
+    calls: list = []
+    processor, sink, _ = make_fast(
+        lambda rec: calls.append(rec) or two_parts(rec), (MessageFormat.RECORD_IMAGE, MessageFormat.MUTATE_LOG)
+    )
+    processor.process_records(ProcessRecordsInput([record(1)], FakeCheckpointer()))
+    assert calls == []
+    assert [t for t, _, _, _ in sink.produced] == ["cdc.orders.image", "cdc.orders.mutation"]

@@ -17,7 +17,7 @@ from cdcbridge.coordination import (
     Worker,
 )
 from cdcbridge.coordination.checkpoint.positions import SHARD_END
-from cdcbridge.coordination.errors import CoordinationError
+from cdcbridge.coordination.errors import CoordinationError, ProcessorNotReadyError
 from cdcbridge.coordination.executors import InlineExecutor
 from cdcbridge.coordination.leases.lease import Lease
 from cdcbridge.coordination.processor import (
@@ -59,6 +59,8 @@ class Journal:
     #: Called on every delivery (for invariant checks at the moment of delivery).
     on_delivery: Callable[[Delivery], None] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: While set, processors' initialize() raises ProcessorNotReadyError (e.g. a snapshot still runs).
+    not_ready: bool = False
 
     def record(self, delivery: Delivery) -> None:
         with self.lock:
@@ -94,6 +96,8 @@ class RecordingProcessor(RecordProcessor):
 
     def initialize(self, initialization: InitializationInput) -> None:
         self.shard_id = initialization.shard_id
+        if self.journal.not_ready:
+            raise ProcessorNotReadyError("the table's snapshot is still running")
         with self.journal.lock:
             self.journal.initialized.append((self.worker_id, initialization))
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from cdcbridge.coordination import SHARD_END, LeaseLostError, ShutdownReason, WorkerState
 from cdcbridge.coordination.lifecycle.states import ConsumerState
 from cdcbridge.coordination.stream.simulator import StreamSimulator
@@ -257,3 +261,23 @@ def test_adoption_clears_our_own_stale_steal_request() -> None:
     restarted = cluster.add_worker("w1")
     assert restarted.held_shard_ids() == {"s0"}
     assert cluster.leases()["s0"].stealer == "" and cluster.leases()["s0"].owner == "w1"
+
+
+def test_a_processor_not_ready_yet_is_retried_quietly_and_then_delivers_everything(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cluster = Cluster()
+    _write(cluster.stream, 4)
+    cluster.journal.not_ready = True
+    caplog.set_level(logging.DEBUG, logger="cdcbridge.coordination")
+    worker = cluster.add_worker("w1")
+    cluster.run_for(10)
+    assert cluster.journal.deliveries == []
+    not_ready = [r for r in caplog.records if "not ready" in r.getMessage()]
+    assert len(not_ready) >= 5  # retried at every back-off
+    assert [r.levelno for r in not_ready[:2]] == [logging.INFO, logging.DEBUG]  # said once, then quietly
+    assert all(r.exc_info is None for r in not_ready)  # no traceback: it is not a failure
+    assert worker.stats.processor_failures == 0
+    cluster.journal.not_ready = False
+    cluster.run_for(4)
+    _each_record_delivered(cluster, exactly_once=True)
