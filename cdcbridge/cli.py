@@ -403,7 +403,8 @@ def chaos(
     cycles: int, duration: float | None, workers: int, seed: int, report_path: Path, rate: float, rows: int,
     kinds: str | None, work_dir: Path | None, keep: bool,
 ) -> None:  # fmt: skip
-    """Soak run under a seeded fault schedule, then check: nothing lost, per-key order, target equals source."""
+    """Soak run under a seeded fault schedule, then check both topics: nothing lost, per-key order, target and last
+    images equal the source."""
     from cdcbridge.chaos.run import run_chaos
     from cdcbridge.chaos.schedule import ALL_KINDS, FaultKind
     from cdcbridge.observability.logs import configure_logging

@@ -76,7 +76,9 @@ class UnknownSchemaId(Exception):
         self.schema_id = schema_id
 
 
-def _decoded_struct(schemas: Mapping[int, WriterSchema], message_format: MessageFormat) -> Column | None:
+def decoded_struct(schemas: Mapping[int, WriterSchema], message_format: MessageFormat) -> Column | None:
+    """The envelope struct decoded with each message's own writer schema (by the `_magic`/`_sid` columns), for every
+    loaded schema id of `message_format`; None when no schema of that format is loaded."""
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro
 
@@ -105,7 +107,7 @@ def decode_frame(framed: DataFrame, schemas: Mapping[int, WriterSchema]) -> Data
     bodies: list[Column] = []
     formats: list[Column] = []
     for message_format, column_name in _STRUCT_COLUMN.items():
-        struct = _decoded_struct(schemas, message_format)
+        struct = decoded_struct(schemas, message_format)
         if struct is None:
             continue
         decoded = decoded.withColumn(column_name, struct)

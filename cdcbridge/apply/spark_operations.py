@@ -190,23 +190,13 @@ def _decoded(schemas: Mapping[int, WriterSchema], message_format: MessageFormat)
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro
 
-    from cdcbridge.apply.spark_decode import HEADER_BYTES
+    from cdcbridge.apply.spark_decode import decoded_struct
 
-    options = {
-        "mode": "PERMISSIVE",
-        "avroSchema": reader_schema(message_format),
-        "enableStableIdentifiersForUnionType": "true",
-    }
-    payload = F.expr(f"substring(value, {HEADER_BYTES + 1})")
-    column: Column | None = None
-    for schema in schemas.values():
-        if schema.message_format is not message_format or schema.text is None:
-            continue
-        decoded = from_avro(payload, schema.text, options)
-        condition = (F.col("_magic") == 0) & (F.col("_sid") == schema.schema_id)
-        column = F.when(condition, decoded) if column is None else column.when(condition, decoded)
+    column = decoded_struct(schemas, message_format)
     if column is None:  # the reader schema's struct type, always null
-        return from_avro(F.lit(None).cast("binary"), reader_schema(message_format), options)
+        schema = reader_schema(message_format)
+        options = {"mode": "PERMISSIVE", "avroSchema": schema, "enableStableIdentifiersForUnionType": "true"}
+        return from_avro(F.lit(None).cast("binary"), schema, options)
     return column
 
 

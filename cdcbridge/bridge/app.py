@@ -23,7 +23,8 @@ from tablestore import OTSClient
 
 from cdcbridge.bridge.partition_watch import PartitionWatch
 from cdcbridge.bridge.processor import BridgeContext, BridgeProcessor
-from cdcbridge.bridge.row_lookup import SourceRowReader
+from cdcbridge.bridge.record_encoder import FastEncoder
+from cdcbridge.bridge.row_lookup import CurrentRow, SourceRowReader
 from cdcbridge.bridge.topic_record import TopicPartitionRecord
 from cdcbridge.bridge.worker_metrics import StatsPump
 from cdcbridge.changes import ChangeRecord
@@ -31,7 +32,7 @@ from cdcbridge.config import BridgeConfig, ConfigError, TableConfig
 from cdcbridge.coordination.leases.tablestore_store import TablestoreLeaseStore
 from cdcbridge.coordination.stream.tablestore_access import TablestoreStreamAccess
 from cdcbridge.coordination.worker import Worker
-from cdcbridge.formats import mutate_log_fast
+from cdcbridge.formats import fast_envelopes
 from cdcbridge.formats.schemas import schema_text
 from cdcbridge.formats.table_format import MessageFormat
 from cdcbridge.gc_tuning import tune_for_throughput
@@ -214,7 +215,7 @@ def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) ->
             stream_start=StreamStartReader(snapshots, rt.stream_id, rt.table.name),
             end_time_us=to_us(config.bridge.end_time) if config.bridge.end_time else None,
             dead_letter_topic=config.kafka.dead_letter_topic, dead_letter_over_bytes=dead_letter_over,
-            encode_mutate_log=fast_mutate_log_encoder(rt, serializers, source.instance),
+            fast_encoders=fast_encoders(rt, serializers, source.instance),
         )  # fmt: skip
         rt.worker = Worker(
             worker_id=worker_id, stream_id=rt.stream_id, store=store,
@@ -226,15 +227,37 @@ def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) ->
     return runtime
 
 
-def fast_mutate_log_encoder(
+def fast_encoders(
     rt: TableRuntime, serializers: TopicValueSerializers, instance: str
-) -> Callable[[ChangeRecord], list[bytes] | None] | None:
-    """The C MUTATE_LOG encoder bound to the table's registered schema id, for tables published as MUTATE_LOG alone
-    (None without the C module or for other tables: the builders and the library serializer do the work)."""
-    topic = rt.topics.get(MessageFormat.MUTATE_LOG)
-    if rt.table.formats != (MessageFormat.MUTATE_LOG,) or topic is None or not mutate_log_fast.fast_path_available():
+) -> dict[MessageFormat, FastEncoder]:
+    """The C encoders of the table's formats, bound to each topic's registered schema id (none without the C module
+    or for a topic whose schema is not registered through `serializers`: the builders and the serializer do the
+    work)."""
+    encoders: dict[MessageFormat, FastEncoder] = {}
+    mutation_id = _schema_id(rt, serializers, MessageFormat.MUTATE_LOG)
+    if mutation_id is not None:
+
+        def encode_mutate_log(record: ChangeRecord, current_row: CurrentRow | None) -> list[bytes | None] | None:
+            return fast_envelopes.encode_mutate_log(record, instance, mutation_id)  # type: ignore[return-value]
+
+        encoders[MessageFormat.MUTATE_LOG] = encode_mutate_log
+    image_id = _schema_id(rt, serializers, MessageFormat.RECORD_IMAGE)
+    if image_id is not None:
+        tombstones = rt.table.tombstones
+
+        def encode_record_image(record: ChangeRecord, current_row: CurrentRow | None) -> list[bytes | None] | None:
+            return fast_envelopes.encode_record_image(record, instance, image_id, current_row, tombstones)
+
+        encoders[MessageFormat.RECORD_IMAGE] = encode_record_image
+    return encoders
+
+
+def _schema_id(rt: TableRuntime, serializers: TopicValueSerializers, message_format: MessageFormat) -> int | None:
+    """The registered schema id of the table's topic of `message_format`, when its C encoder can be used."""
+    topic = rt.topics.get(message_format)
+    if topic is None or not fast_envelopes.fast_path_available(message_format):
         return None
-    return partial(mutate_log_fast.encode_mutate_log, instance=instance, schema_id=serializers.schema_ids[topic])
+    return serializers.schema_ids.get(topic)
 
 
 def run_bridge(

@@ -1,10 +1,11 @@
 """The bridge processor: turns one shard's change records into Kafka messages and checkpoints on acknowledgement.
 
-For each fetched page it reads back the rows RECORD_IMAGE needs (one batched lookup), builds every message of every
-record (numbered by sub-sequence), serializes them through the registry-bound serializers and produces them keyed by
-primary key. A small pump thread moves the shard's checkpoint to the end of the acknowledged prefix; a delivery
-failure freezes the checkpoint at the gap and makes the next call raise, so coordination restarts the shard from its
-stored checkpoint (at-least-once, never a skipped message).
+For each fetched page it reads back the rows RECORD_IMAGE needs (one batched lookup), encodes every message of every
+record (numbered by sub-sequence; cdcbridge.bridge.record_encoder: the C encoders or the builders and the
+registry-bound serializers) and produces them keyed by primary key. A small pump thread moves the shard's
+checkpoint to the end of the acknowledged prefix; a delivery failure freezes the checkpoint at the gap and makes the
+next call raise, so coordination restarts the shard from its stored checkpoint (at-least-once, never a skipped
+message).
 
 Two bounds in time (cdcbridge.snapshot): records committed before the table's snapshot start are covered by the
 snapshot, so they are checkpointed as handled without a message; records committed after `bridge.end_time` are
@@ -17,11 +18,12 @@ import json
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from cdcbridge.bridge.acks import AckTracker, ConfirmedPosition, PendingRecord
+from cdcbridge.bridge.record_encoder import FastEncoder, RecordEncodeError, RecordEncoder
 from cdcbridge.bridge.row_lookup import CurrentRow
 from cdcbridge.changes import ChangeRecord, Value
 from cdcbridge.coordination.errors import CheckpointError, LeaseLostError, LeaseStoreUnavailableError
@@ -35,7 +37,7 @@ from cdcbridge.coordination.processor import (
 )
 from cdcbridge.formats.keys import record_key
 from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
-from cdcbridge.formats.table_messages import build_table_messages, needs_row_lookup
+from cdcbridge.formats.table_messages import needs_row_lookup
 from cdcbridge.kafka.errors import KafkaSideError, MessageTooLargeError
 from cdcbridge.kafka.sink import Delivery
 
@@ -91,16 +93,26 @@ class BridgeContext:
     #: Only messages larger than this are dead-lettered: the broker refuses a whole batch for one oversize message,
     #: and the small messages of that batch must be sent again (the shard restarts), never replaced by references.
     dead_letter_over_bytes: int = 0
-    #: Encodes a record straight to its framed MUTATE_LOG message values (the C fast path of
-    #: cdcbridge.formats.mutate_log_fast), or returns None to leave the record to the builders and serializers, which
-    #: also word the errors of bad records. Used only when the table is published as MUTATE_LOG alone.
-    encode_mutate_log: Callable[[ChangeRecord], list[bytes] | None] | None = None
+    #: Per format, a function that encodes a record (with its read-back row, if any) straight to the framed values
+    #: of that format's messages, None being a tombstone (the C fast path of cdcbridge.formats), or returns None to
+    #: leave the record to the builders and serializers, which also word the errors of bad records. Used only when
+    #: every format of the table has one.
+    fast_encoders: Mapping[MessageFormat, FastEncoder] = field(default_factory=dict)
 
 
 class BridgeProcessor(RecordProcessor):
     def __init__(self, context: BridgeContext) -> None:
         self._context = context
         self._topics = context.table_format.topics(prefix=context.topic_prefix, table=context.table)
+        self._encoder = RecordEncoder(
+            table=context.table,
+            instance=context.instance,
+            table_format=context.table_format,
+            topic_prefix=context.topic_prefix,
+            topics=self._topics,
+            serialize=context.serialize,
+            fast_encoders=context.fast_encoders,
+        )
         self._tracker = AckTracker()
         self._failure: Exception | None = None
         self._failure_logged: Exception | None = None
@@ -135,12 +147,9 @@ class BridgeProcessor(RecordProcessor):
         produced_records = batch if start_us is None else [r for r in batch if r.sequence.timestamp_us >= start_us]
         rows = self._lookup_rows(produced_records)  # the skipped records need no row read back
         # Per message, the work below is most of the bridge's time: names are bound once per batch.
-        table_format, instance, prefix = context.table_format, context.instance, context.topic_prefix
-        serialize, produce = context.serialize, context.sink.produce
-        register, ack_callback, topics = self._tracker.register, self._ack_callback, self._topics
+        encode, produce = self._encoder.encode, context.sink.produce
+        register, ack_callback = self._tracker.register, self._ack_callback
         shard_id = self._shard_id
-        encode_fast = context.encode_mutate_log if table_format.formats == (MessageFormat.MUTATE_LOG,) else None
-        mutation_topic = topics.get(MessageFormat.MUTATE_LOG, "")
         produced = skipped = 0
         for record in batch:
             if start_us is not None and record.sequence.timestamp_us < start_us:
@@ -149,39 +158,19 @@ class BridgeProcessor(RecordProcessor):
                 continue
             if not record.shard_id:
                 record.shard_id = shard_id  # iterators are opaque: we know the shard here
-            values = encode_fast(record) if encode_fast is not None else None
-            if values is not None:  # the fast path: values already framed, one per unit operation
-                key = record_key(record)
-                first_sub = records.start_sub_sequence(record)
-                pending = register(record.sequence, len(values), first_sub)
-                for sub_sequence in range(first_sub, len(values)):
-                    on_ack = ack_callback(pending, sub_sequence, mutation_topic, MessageFormat.MUTATE_LOG, key)
-                    produce(mutation_topic, key, values[sub_sequence], on_ack, None)
-                produced += len(values) - first_sub
-                continue
-            messages = build_table_messages(
-                record,
-                table_format,
-                instance=instance,
-                topic_prefix=prefix,
-                current_row=rows.get(id(record)),
-                topics=topics,
-            )
+            try:
+                messages = encode(record, rows.get(id(record)))
+            except RecordEncodeError as error:
+                raise BridgeProcessingError(f"{error} (shard {shard_id})") from error
+            key = record_key(record)
             first_sub = records.start_sub_sequence(record)
             pending = register(record.sequence, len(messages), first_sub)
-            for message in messages[first_sub:] if first_sub else messages:
+            for sub_sequence in range(first_sub, len(messages)):
+                topic, message_format, value = messages[sub_sequence]
                 headers = None
-                if message.value is None:  # the tombstone after a row-deleted image: same seq as that image
+                if value is None:  # the tombstone after a row-deleted image: same seq as that image
                     headers = [(TOMBSTONE_SEQ_HEADER, record.sequence.key(0).encode())]
-                try:
-                    value = serialize(message.topic, message.value)
-                except Exception as error:
-                    raise BridgeProcessingError(
-                        f"cannot serialize the {message.message_format} message of table {context.table} key "
-                        f"{message.key.decode('utf-8', 'replace')} (shard {shard_id}): {error}"
-                    ) from error
-                on_ack = ack_callback(pending, message.sub_sequence, message.topic, message.message_format, message.key)
-                produce(message.topic, message.key, value, on_ack, headers)
+                produce(topic, key, value, ack_callback(pending, sub_sequence, topic, message_format, key), headers)
             produced += len(messages) - first_sub
         if context.on_produced is not None:
             context.on_produced(produced)

@@ -2,8 +2,9 @@
 
 Modules, one concept each: `load` (the writes), `schedule` (which fault when), `injectors` (how each fault is
 done and undone), `environment` (the running pieces), `workers` (the bridge processes), `progress` (recovery and
-drain, judged from the lease rows), `ledger` (every stream record, trims included), `topic_log` (Kafka read back),
-`checks` (at least once, per-key order, counters), `report`, `apply_runner`, and `run` (`run_chaos`).
+drain, judged from the lease rows), `ledger` (every stream record, trims included), `topic_log` (both topics read
+back), `checks` (at least once, per-key order, counters, last image per key), `report`, `apply_runner`, and `run`
+(`run_chaos`).
 """
 
 from __future__ import annotations

@@ -2,6 +2,10 @@
 
 Local stack (Kafka, Apicurio, the emulator recording increments as deltas) as processes, the registry behind a
 TCP proxy the harness can close, the source table with its stream, the bridge workers, the stream ledger.
+
+The table is published in both formats, so one run puts both topics under the same faults: RECORD_IMAGE (with its
+update-lookup reads and tombstones) and MUTATE_LOG. The apply job reads the MUTATE_LOG topic (`prefer_format`),
+the one that carries every operation; the image topic is checked against the source directly.
 """
 
 from __future__ import annotations
@@ -51,7 +55,9 @@ def write_chaos_config(work_dir: Path, endpoints: StackEndpoints, registry_url: 
             "instance": INSTANCE,
             "access_key_id": ACCESS_KEY_ID,
             "access_key_secret": ACCESS_KEY_SECRET,
-            "tables": [{"name": TABLE, "formats": ["MUTATE_LOG"], "partitions": PARTITIONS}],
+            "tables": [
+                {"name": TABLE, "formats": ["RECORD_IMAGE", "MUTATE_LOG"], "partitions": PARTITIONS, "tombstones": True}
+            ],
         },
         "coordination": {"status_table": f"chaos_status_{uuid.uuid4().hex[:8]}", **COORDINATION},
         "kafka": {
@@ -64,6 +70,7 @@ def write_chaos_config(work_dir: Path, endpoints: StackEndpoints, registry_url: 
             "delta_path": str(work_dir / "delta"),
             "checkpoint_location": str(work_dir / "apply-checkpoint"),
             "trigger_seconds": 10.0,
+            "prefer_format": "MUTATE_LOG",
         },
         "observability": {"log_level": "INFO"},
     }
@@ -115,6 +122,10 @@ class ChaosEnvironment:
     @property
     def mutation_topic(self) -> str:
         return f"chaos.{TABLE}.mutation"
+
+    @property
+    def image_topic(self) -> str:
+        return f"chaos.{TABLE}.image"
 
     @property
     def lease_duration(self) -> float:

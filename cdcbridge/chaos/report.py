@@ -1,8 +1,9 @@
 """The chaos report: what was injected, how fast the bridge recovered, and whether anything was lost or reordered.
 
-JSON for machines (`as_dict`), a short text for people (`lines`). `passed` needs: nothing lost (by a fault or by a
-trim), no per-key order violation, target equal to source (counters included), every fault recovered from, the
-bridge drained at the end, and no harness error.
+JSON for machines (`as_dict`), a short text for people (`lines`). `passed` needs, on both topics: nothing lost (by
+a fault or by a trim), no per-key order violation; target equal to source (counters included); on the image topic
+the last image of every key equal to the source row (counters included) and no partial image left without its
+delete; every fault recovered from, the bridge drained at the end, and no harness error.
 """
 
 from __future__ import annotations
@@ -66,6 +67,26 @@ class ChaosReport:
     target_mismatches: int = 0
     mismatch_examples: list[str] = field(default_factory=list)
     counter_mismatches: int = 0
+    #: The RECORD_IMAGE topic (images and tombstones; cdcbridge.chaos.checks for the rules).
+    image_expected_messages: int = 0
+    image_messages: int = 0
+    image_duplicates: int = 0
+    image_tombstones: int = 0
+    image_partial: int = 0
+    image_keys: int = 0
+    images_lost: int = 0
+    images_lost_by_trim: int = 0
+    images_lost_examples: list[str] = field(default_factory=list)
+    image_unexplained_messages: int = 0
+    image_order_violations: int = 0
+    image_order_violation_examples: list[str] = field(default_factory=list)
+    image_keys_in_several_partitions: int = 0
+    #: Keys whose last image is a live row, against `rows_source`.
+    image_rows: int = 0
+    image_state_mismatches: int = 0
+    image_mismatch_examples: list[str] = field(default_factory=list)
+    image_counter_mismatches: int = 0
+    image_partial_without_delete: int = 0
     apply: dict[str, Any] = field(default_factory=dict)
     worker_starts: int = 0
     unexpected_worker_exits: list[dict[str, Any]] = field(default_factory=list)
@@ -117,6 +138,7 @@ class ChaosReport:
             reasons.append(f"{self.target_mismatches} target rows differ from the source")
         if self.counter_mismatches:
             reasons.append(f"{self.counter_mismatches} rows with counters that differ (an increment applied twice?)")
+        reasons += self._image_failures()
         unrecovered = [c for c in self.cycles if not c.recovered]
         if unrecovered:
             reasons.append(f"{len(unrecovered)} faults not recovered from: {', '.join(c.kind for c in unrecovered)}")
@@ -127,6 +149,28 @@ class ChaosReport:
         if self.rows_source == 0:
             reasons.append("the source table is empty: the load wrote nothing")
         reasons += [f"harness: {error}" for error in self.harness_errors]
+        return reasons
+
+    def _image_failures(self) -> list[str]:
+        reasons = []
+        if self.images_lost:
+            reasons.append(f"{self.images_lost} source changes without their image (or tombstone) in Kafka")
+        if self.images_lost_by_trim:
+            reasons.append(f"{self.images_lost_by_trim} trimmed source changes without their image (or tombstone)")
+        if self.image_unexplained_messages:
+            reasons.append(f"{self.image_unexplained_messages} image-topic messages match no source change")
+        if self.image_order_violations:
+            reasons.append(f"{self.image_order_violations} per-key order violations on the image topic")
+        if self.image_keys_in_several_partitions:
+            reasons.append(f"{self.image_keys_in_several_partitions} keys in more than one image-topic partition")
+        if self.image_state_mismatches:
+            reasons.append(f"{self.image_state_mismatches} keys whose last image differs from the source row")
+        if self.image_counter_mismatches:
+            reasons.append(f"{self.image_counter_mismatches} keys whose last image has other counters than the source")
+        if self.image_partial_without_delete:
+            reasons.append(f"{self.image_partial_without_delete} partial images not followed by a delete")
+        if self.stream_records and not self.image_messages:
+            reasons.append("the image topic is empty")
         return reasons
 
     @property
@@ -175,6 +219,15 @@ class ChaosReport:
             f"{self.keys_in_several_partitions})",
             f"target vs source       {self.rows_target}/{self.rows_source} rows, {self.target_mismatches} mismatches, "
             f"{self.counter_mismatches} counter mismatches",
+            f"image topic            {self.image_messages} messages ({self.image_expected_messages} expected, "
+            f"{self.image_tombstones} tombstones, {self.image_partial} partial): {self.image_duplicates} duplicates, "
+            f"over {self.image_keys} keys",
+            f"images lost            {self.images_lost} (by trim: {self.images_lost_by_trim}); unexplained "
+            f"{self.image_unexplained_messages}; order violations {self.image_order_violations} (keys in several "
+            f"partitions: {self.image_keys_in_several_partitions})",
+            f"last image vs source   {self.image_rows}/{self.rows_source} rows, {self.image_state_mismatches} "
+            f"mismatches, {self.image_counter_mismatches} counter mismatches, {self.image_partial_without_delete} "
+            "partial images without a later delete",
             f"apply job              {self.apply.get('runs', 0)} runs ({self.apply.get('restarts', 0)} restarts "
             f"after failures), {self.apply.get('duplicates_absorbed', 0)} duplicates absorbed",
             f"workers                {self.worker_starts} starts, {len(self.unexpected_worker_exits)} unexpected "
@@ -191,6 +244,9 @@ class ChaosReport:
         lines += [f"  lost: {example}" for example in self.lost_examples[:5]]
         lines += [f"  order: {example}" for example in self.order_violation_examples[:5]]
         lines += [f"  mismatch: {example}" for example in self.mismatch_examples[:5]]
+        lines += [f"  image lost: {example}" for example in self.images_lost_examples[:5]]
+        lines += [f"  image order: {example}" for example in self.image_order_violation_examples[:5]]
+        lines += [f"  image mismatch: {example}" for example in self.image_mismatch_examples[:5]]
         return lines
 
 

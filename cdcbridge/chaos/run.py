@@ -1,11 +1,13 @@
 """`cdcbridge chaos`: a bounded soak run of the whole flow while a seeded fault schedule fires, then the checks.
 
-Local stack → source table with a stream → N bridge workers (`cdcbridge run`) → Kafka → the apply job (Delta),
-with a load generator writing throughout. Each fault cycle injects one fault, waits until it is over, then until
-every shard's checkpoint has passed a record written after it (recovery), and records how long that took. At the
-end the load stops, the bridge drains, and the checks run on what was read back: every stream record (kept before
-trims, read at the end) is in Kafka at least once, per-key order never regresses, and after the apply job catches
-up the target equals the source, counters included. The report (JSON and text) holds the figures.
+Local stack → source table with a stream → N bridge workers (`cdcbridge run`) → Kafka (RECORD_IMAGE and
+MUTATE_LOG topics) → the apply job (Delta, from the MUTATE_LOG topic), with a load generator writing throughout.
+Each fault cycle injects one fault, waits until it is over, then until every shard's checkpoint has passed a record
+written after it (recovery), and records how long that took. At the end the load stops, the bridge drains, and the
+checks run on what was read back: on both topics every stream record (kept before trims, read at the end) is in
+Kafka at least once and per-key order never regresses; the last image of every key equals the source row; and after
+the apply job catches up the target equals the source, counters included. The report (JSON and text) holds the
+figures.
 """
 
 from __future__ import annotations
@@ -25,7 +27,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cdcbridge.chaos.apply_runner import BackgroundApply
-from cdcbridge.chaos.checks import check_delivery, check_key_order, counter_mismatches
+from cdcbridge.chaos.checks import (
+    SourceChange,
+    check_delivery,
+    check_image_delivery,
+    check_image_order,
+    check_image_state,
+    check_key_order,
+    counter_mismatches,
+)
 from cdcbridge.chaos.environment import (
     ACCESS_KEY_ID,
     ACCESS_KEY_SECRET,
@@ -43,7 +53,7 @@ from cdcbridge.chaos.progress import lagging_shards, undelivered_shards
 from cdcbridge.chaos.report import ChaosReport, FaultCycle, machine_info
 from cdcbridge.chaos.schedule import ALL_KINDS, FaultKind, plan_faults
 from cdcbridge.chaos.tcp_proxy import TcpProxy
-from cdcbridge.chaos.topic_log import read_mutation_topic
+from cdcbridge.chaos.topic_log import read_image_topic, read_mutation_topic
 from cdcbridge.chaos.workers import WorkerPool
 from cdcbridge.config import load_config
 from cdcbridge.demo import apply_until_equal, read_delta_rows, read_source_rows
@@ -306,7 +316,7 @@ def _stop_background(report: ChaosReport, background: BackgroundApply) -> None:
 
 
 def _check(env: ChaosEnvironment, report: ChaosReport, spark: Any, catch_up_timeout_s: float, say: Echo) -> None:
-    say("reading the stream and the topic back; checking")
+    say("reading the stream and both topics back; checking")
     changes = env.ledger.all_changes()
     messages = read_mutation_topic(env.endpoints.kafka_bootstrap, env.mutation_topic)
     delivery = check_delivery(changes, messages)
@@ -322,13 +332,42 @@ def _check(env: ChaosEnvironment, report: ChaosReport, spark: Any, catch_up_time
     report.order_violation_examples = [v.describe() for v in order.violations[:10]]
     report.keys_in_several_partitions = len(order.split_keys)
 
-    say("running the apply job until the target catches up; comparing it with the source")
     source = read_source_rows(env.ots, TABLE, PK_NAMES)
+    report.rows_source = len(source)
+    _check_images(env, report, changes, source)
+
+    say("running the apply job until the target catches up; comparing it with the source")
     catch_up = apply_until_equal(env.config, spark, TABLE, source, pk_names=PK_NAMES, timeout=catch_up_timeout_s)
     target = read_delta_rows(spark, Path(env.config.apply.delta_path) / TABLE, PK_NAMES)
-    report.rows_source, report.rows_target = len(source), len(target)
+    report.rows_target = len(target)
     report.target_mismatches, report.mismatch_examples = len(catch_up.mismatches), catch_up.mismatches[:10]
     report.counter_mismatches = len(counter_mismatches(source, target, COUNTER_COLUMNS))
     report.apply["runs"] = report.apply.get("runs", 0) + catch_up.runs
     report.apply["duplicates_absorbed"] = report.apply.get("duplicates_absorbed", 0) + catch_up.duplicates_absorbed
     report.apply["catch_up_seconds"] = round(catch_up.seconds, 1)
+
+
+def _check_images(
+    env: ChaosEnvironment, report: ChaosReport, changes: list[SourceChange], source: dict[tuple, dict[str, Any]]
+) -> None:
+    """The image topic against the same stream records and the source's final rows."""
+    images = read_image_topic(env.endpoints.kafka_bootstrap, env.image_topic)
+    tombstones = env.config.source.tables[0].tombstones
+    delivery = check_image_delivery(changes, images, tombstones=tombstones)
+    order = check_image_order(images)
+    state = check_image_state(images, source, COUNTER_COLUMNS)
+    report.image_expected_messages, report.image_messages = delivery.expected_messages, order.messages
+    report.image_duplicates, report.image_keys = order.duplicates, order.keys
+    report.image_tombstones, report.image_partial = state.tombstones, state.partial_images
+    report.images_lost, report.images_lost_by_trim = delivery.lost, delivery.lost_by_trim
+    report.images_lost_examples = [f"{c.key.decode()} {c.shard_id} {c.sequence}" for c in delivery.missing[:10]]
+    report.image_unexplained_messages = delivery.unexplained_messages
+    report.image_order_violations = len(order.violations)
+    report.image_order_violation_examples = [v.describe() for v in order.violations[:10]]
+    report.image_keys_in_several_partitions = len(order.split_keys)
+    report.image_rows, report.image_state_mismatches = state.rows_image, len(state.mismatches)
+    report.image_counter_mismatches = len(state.counter_mismatches)
+    report.image_partial_without_delete = len(state.partial_without_delete)
+    report.image_mismatch_examples = state.mismatches[:10] + [
+        f"partial image without a later delete: {p}" for p in state.partial_without_delete[:5]
+    ]

@@ -1,7 +1,8 @@
-"""Reads a whole MUTATE_LOG topic back, from offset 0 to each partition's end, as :class:`KafkaMessage` items.
+"""Reads a whole topic of the bridge back, from offset 0 to each partition's end: the MUTATE_LOG topic as
+:class:`KafkaMessage` items, the RECORD_IMAGE topic as :class:`ImageMessage` items (tombstones included).
 
-Values are decoded with our own envelope schema (the one the bridge registers), so reading needs no registry call;
-the Confluent framing is checked.
+Values are decoded with our own envelope schemas (the ones the bridge registers), so reading needs no registry
+call; the Confluent framing is checked.
 """
 
 from __future__ import annotations
@@ -9,21 +10,63 @@ from __future__ import annotations
 import io
 import time
 import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import fastavro
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
-from cdcbridge.chaos.checks import KafkaMessage
+from cdcbridge.chaos.checks import ImageMessage, KafkaMessage
 from cdcbridge.chaos.errors import ChaosError
 from cdcbridge.formats.schemas import parsed_schema
 from cdcbridge.formats.table_format import MessageFormat
 
 _FRAMING = 5  # magic byte + schema id
+#: Kafka header in which the bridge sends a tombstone's delete seq_key (cdcbridge.bridge.processor).
+TOMBSTONE_SEQ_HEADER = "cdcbridge-seq-key"
+
+Item = TypeVar("Item")
 
 
 def read_mutation_topic(bootstrap: str, topic: str, *, timeout: float = 300.0) -> list[KafkaMessage]:
-    """Every message of `topic` up to the end offsets seen when the call starts."""
+    """Every message of the MUTATE_LOG `topic` up to the end offsets seen when the call starts."""
     schema = parsed_schema(MessageFormat.MUTATE_LOG)
+
+    def item(msg: Message) -> KafkaMessage:
+        value = _decoded(msg, schema, topic)
+        return KafkaMessage(msg.partition(), msg.offset(), msg.key(), value["seq"]["seq_key"])
+
+    return _read_topic(bootstrap, topic, item, timeout)
+
+
+def read_image_topic(bootstrap: str, topic: str, *, timeout: float = 300.0) -> list[ImageMessage]:
+    """Every message of the RECORD_IMAGE `topic` up to the end offsets seen when the call starts; a null value is
+    a tombstone, placed by its `cdcbridge-seq-key` header."""
+    schema = parsed_schema(MessageFormat.RECORD_IMAGE)
+
+    def item(msg: Message) -> ImageMessage:
+        if msg.value() is None:
+            headers = dict(msg.headers() or [])
+            seq_key = headers.get(TOMBSTONE_SEQ_HEADER)
+            text = seq_key.decode(errors="replace") if seq_key is not None else ""
+            return ImageMessage(msg.partition(), msg.offset(), msg.key(), text, tombstone=True)
+        value = _decoded(msg, schema, topic)
+        return ImageMessage(
+            msg.partition(), msg.offset(), msg.key(), value["seq"]["seq_key"], row_deleted=value["row_deleted"],
+            partial=value["partial"], columns={name: cell["value"] for name, cell in value["columns"].items()},
+        )  # fmt: skip
+
+    return _read_topic(bootstrap, topic, item, timeout)
+
+
+def _decoded(msg: Message, schema: Any, topic: str) -> dict[str, Any]:
+    raw = msg.value()
+    if raw is None or raw[:1] != b"\x00":
+        raise ChaosError(f"{topic}[{msg.partition()}]@{msg.offset()} is not a Confluent-framed Avro value")
+    return fastavro.schemaless_reader(io.BytesIO(raw[_FRAMING:]), schema, return_named_type=False)
+
+
+def _read_topic(bootstrap: str, topic: str, item: Callable[[Message], Item], timeout: float) -> list[Item]:
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"chaos-read-{uuid.uuid4().hex}", "enable.auto.commit": False,
         "fetch.max.bytes": 50 * 1024 * 1024,
@@ -38,11 +81,11 @@ def read_mutation_topic(bootstrap: str, topic: str, *, timeout: float = 300.0) -
         }
         remaining = {p for p, end in ends.items() if end > 0}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in remaining])
-        messages: list[KafkaMessage] = []
+        items: list[Item] = []
         deadline = time.monotonic() + timeout
         while remaining:
             if time.monotonic() > deadline:
-                raise ChaosError(f"reading {topic} took more than {timeout:.0f}s ({len(messages)} messages so far)")
+                raise ChaosError(f"reading {topic} took more than {timeout:.0f}s ({len(items)} messages so far)")
             for msg in consumer.consume(10_000, 1.0):
                 if msg.error() is not None:
                     raise ChaosError(f"reading {topic}: {msg.error()}")
@@ -50,13 +93,9 @@ def read_mutation_topic(bootstrap: str, topic: str, *, timeout: float = 300.0) -
                 if offset >= ends[partition]:
                     remaining.discard(partition)
                     continue
-                raw = msg.value()
-                if raw is None or raw[:1] != b"\x00":
-                    raise ChaosError(f"{topic}[{partition}]@{offset} is not a Confluent-framed Avro value")
-                value = fastavro.schemaless_reader(io.BytesIO(raw[_FRAMING:]), schema, return_named_type=False)
-                messages.append(KafkaMessage(partition, offset, msg.key(), value["seq"]["seq_key"]))
+                items.append(item(msg))
                 if offset + 1 >= ends[partition]:
                     remaining.discard(partition)
-        return messages
+        return items
     finally:
         consumer.close()

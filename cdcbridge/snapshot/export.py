@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -20,9 +20,10 @@ from tablestore import OTSClientError, OTSServiceError
 from urllib3.exceptions import HTTPError
 
 from cdcbridge.bridge.processor import MessageSink
+from cdcbridge.bridge.record_encoder import EncodedMessage, FastEncoder, RecordEncodeError, RecordEncoder
 from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.formats.keys import record_key
 from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
-from cdcbridge.formats.table_messages import TableMessage, build_table_messages
 from cdcbridge.snapshot.errors import SnapshotExportError
 from cdcbridge.snapshot.key_bounds import KeyBound, describe_bound
 from cdcbridge.snapshot.range_acks import RangeAcks
@@ -58,6 +59,14 @@ class Publisher:
     topics: Mapping[MessageFormat, str]
     serialize: Callable[[str, dict | None], bytes | None]
     sink: MessageSink
+    #: The C encoders per format (as the bridge's); without them the builders and `serialize` do the work.
+    fast_encoders: Mapping[MessageFormat, FastEncoder] = field(default_factory=dict)
+
+    def encoder(self) -> RecordEncoder:
+        return RecordEncoder(
+            table=self.table, instance=self.instance, table_format=self.table_format, topic_prefix=self.topic_prefix,
+            topics=self.topics, serialize=self.serialize, fast_encoders=self.fast_encoders,
+        )  # fmt: skip
 
 
 class RowCounter:
@@ -91,6 +100,7 @@ class RangeExporter:
     ) -> None:
         self._ots = ots
         self._publisher = publisher
+        self._encoder = publisher.encoder()
         self._store = store
         self._stream_id = stream_id
         self._sequence = snapshot_sequence(start_us)
@@ -147,24 +157,20 @@ class RangeExporter:
         self, acks: RangeAcks, rows: list[Any], next_key: KeyBound | None, progress: RangeProgress
     ) -> None:
         publisher = self._publisher
-        messages: list[TableMessage] = []
+        messages: list[tuple[bytes, EncodedMessage]] = []
         for row in rows:
-            messages += build_table_messages(
-                self._record(row), publisher.table_format, instance=publisher.instance,
-                topic_prefix=publisher.topic_prefix, topics=publisher.topics,
-            )  # fmt: skip
+            record = self._record(row)
+            try:
+                encoded = self._encoder.encode(record)
+            except RecordEncodeError as error:
+                raise SnapshotExportError(f"{error} (range {progress.index})") from error
+            key = record_key(record)
+            messages += [(key, message) for message in encoded]
         page = acks.add_page(next_key, len(rows), len(messages))
         on_ack = partial(acks.ack, page)
-        serialize, produce = publisher.serialize, publisher.sink.produce
-        for message in messages:
-            try:
-                value = serialize(message.topic, message.value)
-            except Exception as error:
-                raise SnapshotExportError(
-                    f"cannot serialize the {message.message_format} message of table {publisher.table} key "
-                    f"{message.key.decode('utf-8', 'replace')} (range {progress.index}): {error}"
-                ) from error
-            produce(message.topic, message.key, value, on_ack)
+        produce = publisher.sink.produce
+        for key, (topic, _, value) in messages:
+            produce(topic, key, value, on_ack)
 
     def _record(self, row: Any) -> ChangeRecord:
         primary_key = [(name, _plain(value)) for name, value in row.primary_key]

@@ -27,7 +27,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import IO, Any
 
-from cdcbridge.bridge.app import TableRuntime, prepare_tables, source_client
+from cdcbridge.bridge.app import TableRuntime, fast_encoders, prepare_tables, source_client
 from cdcbridge.bridge.status import lease_renew_times
 from cdcbridge.config import BridgeConfig
 from cdcbridge.coordination.leases.lease import Lease
@@ -116,6 +116,7 @@ class TableSnapshot:
         self._publisher = Publisher(
             table=self._name, instance=config.source.instance, table_format=table.table,
             topic_prefix=config.kafka.topic_prefix, topics=table.topics, serialize=serializers.serialize, sink=sink,
+            fast_encoders=fast_encoders(table, serializers, config.source.instance),
         )  # fmt: skip
         self._stop = stop
         self._progress_file = progress_file

@@ -23,7 +23,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -181,7 +181,6 @@ class DeltaTarget(SparkFoldTarget):
         return written
 
     def _merge(self, table: str, rows: Sequence[TargetRow], marker: BatchMarker) -> int:
-        from delta.tables import DeltaTable
 
         shape = self._evolve(table, rows)
         schema = ", ".join(
@@ -190,16 +189,7 @@ class DeltaTarget(SparkFoldTarget):
             + [_BOOKKEEPING_DDL]
         )
         source = self._json_frame([_json_row(_row_record(row)) for row in rows], schema)
-        on = " AND ".join(f"t.{quote(name)} = s.{quote(name)}" for name in shape.pk)
-        with self._txn(marker):
-            (
-                DeltaTable.forPath(self.spark, self.path(table))
-                .alias("t")
-                .merge(source.alias("s"), on)
-                .whenMatchedUpdateAll(condition=GUARD)
-                .whenNotMatchedInsertAll()
-                .execute()
-            )
+        self._guarded_merge(table, source, shape.pk, marker)
         return len(rows)
 
     def _evolve(self, table: str, rows: Sequence[TargetRow]) -> _TableShape:
@@ -298,7 +288,6 @@ class DeltaTarget(SparkFoldTarget):
         )
 
     def write_folded(self, marker: BatchMarker, tables: Mapping[str, FoldedTable]) -> dict[str, int]:
-        from delta.tables import DeltaTable
 
         written: dict[str, int] = {}
         for table, folded in tables.items():
@@ -308,16 +297,7 @@ class DeltaTarget(SparkFoldTarget):
             pk = dict(next(iter(folded.pk_signatures)))
             shape = self._ensure_shape(table, pk, check.new_columns)
             source = _merge_source(folded.rows, shape)
-            on = " AND ".join(f"t.{quote(name)} = s.{quote(name)}" for name in shape.pk)
-            with self._txn(marker):
-                (
-                    DeltaTable.forPath(self.spark, self.path(table))
-                    .alias("t")
-                    .merge(source.alias("s"), on)
-                    .whenMatchedUpdateAll(condition=GUARD)
-                    .whenNotMatchedInsertAll()
-                    .execute()
-                )
+            self._guarded_merge(table, source, shape.pk, marker)
             written[table] = folded.rows_changed
         return written
 
@@ -346,6 +326,22 @@ class DeltaTarget(SparkFoldTarget):
         return int((metrics["operationMetrics"] or {}).get("numDeletedRows", 0)) if metrics else 0
 
     # --- helpers ------------------------------------------------------------------------------------------------
+
+    def _guarded_merge(self, table: str, source: DataFrame, pk: Iterable[str], marker: BatchMarker) -> None:
+        """MERGE `source` into the table by primary key, updating only where the guard says the source is newer,
+        committed with the batch's txn marker."""
+        from delta.tables import DeltaTable
+
+        on = " AND ".join(f"t.{quote(name)} = s.{quote(name)}" for name in pk)
+        with self._txn(marker):
+            (
+                DeltaTable.forPath(self.spark, self.path(table))
+                .alias("t")
+                .merge(source.alias("s"), on)
+                .whenMatchedUpdateAll(condition=GUARD)
+                .whenNotMatchedInsertAll()
+                .execute()
+            )
 
     @contextmanager
     def _txn(self, marker: BatchMarker) -> Iterator[None]:

@@ -1,4 +1,5 @@
-"""The CI form of the chaos suite: one cycle of every fault kind on the real stack, then the end-of-run checks.
+"""The CI form of the chaos suite: one cycle of every fault kind on the real stack, then the end-of-run checks on
+both topics (MUTATE_LOG and RECORD_IMAGE) and on the target.
 
 Kafka, Apicurio and the emulator are started for this run alone (the broker is restarted during it, which the
 session's shared stack must not see); the Spark session is the shared one. The long form is `cdcbridge chaos`
@@ -18,7 +19,7 @@ from cdcbridge.chaos.schedule import ALL_KINDS
 SHORT_TIMINGS = FaultTimings(window=(2.0, 3.0), kill_down=(0.0, 1.0), zombie_extra=(1.0, 2.0), kafka_down=(0.5, 1.5))
 
 
-def test_every_fault_kind_once_loses_nothing_keeps_per_key_order_and_the_target_equals_the_source(
+def test_every_fault_kind_once_loses_nothing_keeps_order_and_target_and_last_images_equal_the_source(
     spark: Any, tmp_path: Path
 ) -> None:
     report = run_chaos(
@@ -38,6 +39,15 @@ def test_every_fault_kind_once_loses_nothing_keeps_per_key_order_and_the_target_
     assert (report.order_violations, report.keys_in_several_partitions) == (0, 0), summary
     assert report.rows_source > 0 and report.rows_target == report.rows_source, summary
     assert (report.target_mismatches, report.counter_mismatches) == (0, 0), summary
+    # The image topic: every change has its image (a delete its tombstone too), per-key order holds, and the last
+    # image of every key is the source row (counters included); partial images, if any, were followed by a delete.
+    assert report.image_messages >= report.image_expected_messages > report.stream_records, summary
+    assert report.image_tombstones > 0, summary
+    assert (report.images_lost, report.images_lost_by_trim, report.image_unexplained_messages) == (0, 0, 0), summary
+    assert (report.image_order_violations, report.image_keys_in_several_partitions) == (0, 0), summary
+    assert report.image_rows == report.rows_source, summary
+    assert (report.image_state_mismatches, report.image_counter_mismatches) == (0, 0), summary
+    assert report.image_partial_without_delete == 0, summary
     assert report.load["writes_ambiguous"] > 0, summary  # the ambiguous-writes fault did drop answers
     assert report.drained and report.passed, summary
     assert (tmp_path / "chaos.json").exists() and (tmp_path / "chaos.txt").read_text().rstrip().endswith("PASSED")

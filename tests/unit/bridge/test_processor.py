@@ -160,7 +160,7 @@ def test_requested_stop_checkpoints_what_was_acknowledged_within_the_timeout() -
 
 
 def make_fast(
-    encode, formats: tuple[MessageFormat, ...] = (MessageFormat.MUTATE_LOG,)
+    encoders: dict, formats: tuple[MessageFormat, ...] = (MessageFormat.MUTATE_LOG,)
 ) -> tuple[BridgeProcessor, FakeSink, list]:
     sink = FakeSink()
     serialized: list = []
@@ -171,20 +171,24 @@ def make_fast(
 
     context = BridgeContext(
         table_format=BridgeTableFormat(formats=formats), table="orders", instance="inst", topic_prefix="cdc",
-        serialize=serialize, sink=sink, read_rows=lambda table, pks: [None for _ in pks],
-        checkpoint_interval_seconds=3600, encode_mutate_log=encode,
+        serialize=serialize, sink=sink, read_rows=lambda table, pks: [{"v": ("row", 5)} for _ in pks],
+        checkpoint_interval_seconds=3600, fast_encoders=encoders,
     )  # fmt: skip
     processor = BridgeProcessor(context)
     processor.initialize(InitializationInput("stream", "shard-0", (), "TRIM_HORIZON", None))
     return processor, sink, serialized
 
 
-def two_parts(rec: ChangeRecord) -> list[bytes]:
+def two_parts(rec: ChangeRecord, current_row=None) -> list[bytes]:
     return [f"fast:{rec.sequence.timestamp_us}:{part}:{rec.shard_id}".encode() for part in range(2)]
 
 
+ML = MessageFormat.MUTATE_LOG
+RI = MessageFormat.RECORD_IMAGE
+
+
 def test_the_fast_path_produces_its_values_keyed_and_checkpoints_by_sub_sequence() -> None:
-    processor, sink, serialized = make_fast(two_parts)
+    processor, sink, serialized = make_fast({ML: two_parts})
     checkpointer = FakeCheckpointer()
     rec = record(7)
     rec.shard_id = ""  # the processor fills the shard in before encoding
@@ -203,7 +207,7 @@ def test_the_fast_path_produces_its_values_keyed_and_checkpoints_by_sub_sequence
 
 
 def test_the_fast_path_resumes_part_way_like_the_builders() -> None:
-    processor, sink, _ = make_fast(two_parts)
+    processor, sink, _ = make_fast({ML: two_parts})
     rec = record(7)
     processor.process_records(
         ProcessRecordsInput([rec], FakeCheckpointer(), resume_point=ExtendedSequence(rec.sequence, 0))
@@ -212,18 +216,56 @@ def test_the_fast_path_resumes_part_way_like_the_builders() -> None:
 
 
 def test_records_the_fast_path_declines_take_the_builders() -> None:
-    processor, sink, serialized = make_fast(lambda rec: None if rec.sequence.timestamp_us % 2 else two_parts(rec))
+    processor, sink, serialized = make_fast(
+        {ML: lambda rec, row: None if rec.sequence.timestamp_us % 2 else two_parts(rec)}
+    )
     processor.process_records(ProcessRecordsInput([record(1), record(2)], FakeCheckpointer()))
     values = [v for _, _, v, _ in sink.produced]
     assert values[0].startswith(b"slow:") and values[1:] == two_parts(record(2))
     assert serialized == ["cdc.orders.mutation"]
 
 
-def test_the_fast_path_is_not_used_when_the_table_also_has_images() -> None:
+def test_the_fast_path_needs_an_encoder_for_every_format_of_the_table() -> None:
     calls: list = []
-    processor, sink, _ = make_fast(
-        lambda rec: calls.append(rec) or two_parts(rec), (MessageFormat.RECORD_IMAGE, MessageFormat.MUTATE_LOG)
-    )
+    processor, sink, _ = make_fast({ML: lambda rec, row: calls.append(rec) or two_parts(rec)}, (RI, ML))
     processor.process_records(ProcessRecordsInput([record(1)], FakeCheckpointer()))
     assert calls == []
     assert [t for t, _, _, _ in sink.produced] == ["cdc.orders.image", "cdc.orders.mutation"]
+
+
+def test_fast_images_and_mutations_are_numbered_in_format_order_with_the_tombstone_header() -> None:
+    seen_rows: list = []
+
+    def image(rec, current_row):
+        seen_rows.append(current_row)
+        return [b"image", None] if rec.action is RecordAction.DELETE else [b"image"]
+
+    processor, sink, serialized = make_fast({RI: image, ML: two_parts}, (RI, ML))
+    checkpointer = FakeCheckpointer()
+    update = record(1, RecordAction.UPDATE)
+    delete = record(2, RecordAction.DELETE, [])
+    processor.process_records(ProcessRecordsInput([update, delete], checkpointer))
+    assert seen_rows == [{"v": ("row", 5)}, None]  # the UPDATE's row read back is handed to the image encoder
+    assert [(t, v) for t, _, v, _ in sink.produced] == [
+        ("cdc.orders.image", b"image"),
+        ("cdc.orders.mutation", two_parts(update)[0]),
+        ("cdc.orders.mutation", two_parts(update)[1]),
+        ("cdc.orders.image", b"image"),
+        ("cdc.orders.image", None),
+        ("cdc.orders.mutation", two_parts(delete)[0]),
+        ("cdc.orders.mutation", two_parts(delete)[1]),
+    ]
+    assert sink.headers[4] == [("cdcbridge-seq-key", delete.sequence.key(0).encode())]
+    assert [h for i, h in enumerate(sink.headers) if i != 4] == [None] * 6
+    assert serialized == []
+    for index in (0, 1, 2, 3, 4):
+        sink.ack(index)
+    processor._write_checkpoint(final=False)
+    assert checkpointer.calls == [(delete.sequence, 1)]  # image and tombstone of the delete out, mutations not
+
+
+def test_one_declining_encoder_sends_the_whole_record_through_the_builders() -> None:
+    processor, sink, serialized = make_fast({RI: lambda rec, row: None, ML: two_parts}, (RI, ML))
+    processor.process_records(ProcessRecordsInput([record(1)], FakeCheckpointer()))
+    assert [v[:5] for _, _, v, _ in sink.produced] == [b"slow:", b"slow:"]
+    assert serialized == ["cdc.orders.image", "cdc.orders.mutation"]

@@ -41,7 +41,7 @@ def table_snapshot(
 ) -> runner.TableSnapshot:
     table = CONFIG.source.tables[0]
     runtime = TableRuntime(table, STREAM, table.topics(prefix="cdc", table=SOURCE))
-    serializers = SimpleNamespace(serialize=lambda topic, value: value)
+    serializers = SimpleNamespace(serialize=lambda topic, value: value, schema_ids={})  # the builders' dicts
     return runner.TableSnapshot(CONFIG, client, runtime, serializers, sink, stop or threading.Event(),
                                 progress_file or io.StringIO(), clock=lambda: NOW)  # fmt: skip
 
