@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import fastavro
 
-from cdcbridge.bridge.app import TableRuntime, fast_encoders
+from cdcbridge.bridge.app import TableRuntime, encoding_path, fast_encoders
 from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
 from cdcbridge.config import TableConfig
 from cdcbridge.formats.mutate_log import build_mutate_log
@@ -51,3 +51,12 @@ def test_a_topic_without_a_registered_schema_id_keeps_the_builders() -> None:
     rt = runtime(["RECORD_IMAGE", "MUTATE_LOG"])
     serializers = SimpleNamespace(schema_ids={"cdc.orders.mutation": 1})
     assert list(fast_encoders(rt, serializers, "inst")) == [MessageFormat.MUTATE_LOG]  # type: ignore[arg-type]
+
+
+def test_the_start_up_line_says_which_encoder_runs_and_why_not_the_fast_one() -> None:
+    both = (MessageFormat.RECORD_IMAGE, MessageFormat.MUTATE_LOG)
+    fast = encoding_path(both, {f: (lambda record, row: None) for f in both})
+    assert fast.startswith("values encoded by the C encoder")
+    slow = encoding_path(both, {MessageFormat.MUTATE_LOG: lambda record, row: None})
+    assert slow.startswith("values encoded by the Avro serializer only, several times slower (RECORD_IMAGE: ")
+    assert "MUTATE_LOG" not in slow
