@@ -38,7 +38,7 @@ from cdcbridge.apply.writer_schemas import WriterSchema
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from cdcbridge.apply.targets.base import SparkFoldTarget
+    from cdcbridge.apply.targets.base import FoldedTable, SparkFoldTarget
 
 _VALUE_TYPE = (
     "CASE WHEN {v}.z IS NOT NULL THEN 'boolean' WHEN {v}.l IS NOT NULL THEN 'bigint' "
@@ -46,25 +46,6 @@ _VALUE_TYPE = (
 )
 _PK_TYPE = "CASE WHEN {v}.l IS NOT NULL THEN 'bigint' WHEN {v}.s IS NOT NULL THEN 'string' ELSE 'binary' END"
 _STAT_COLUMNS = ("tombstones_without_seq", "duplicates", "stale", "applied", "tombstones_redundant")
-
-
-@dataclass(frozen=True)
-class FoldedTable:
-    """One table of a folded batch: the counts, what its changed rows look like, and the rows themselves
-    (``pk``, ``row``: :data:`~cdcbridge.apply.spark_fold.STATE_TYPE`), to be written with the guard."""
-
-    table: str
-    stats: ApplyStats
-    columns: frozenset[tuple[str, str]]
-    pk_signatures: frozenset[tuple[tuple[str, str], ...]]
-    case_conflicts: int
-    errors: int
-    source_ts_quantiles: tuple[int, ...]
-    rows: DataFrame
-
-    @property
-    def rows_changed(self) -> int:
-        return self.stats.rows_changed
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from cdcbridge.formats import BridgeTableFormat
 from cdcbridge.formats.keys import decode_key
 
 if TYPE_CHECKING:
-    from cdcbridge.apply.spark_batch import FoldedTable
+    from cdcbridge.apply.targets.base import FoldedTable
 
 TABLE = "bench_rows"
 PHASES = ("seconds_decode", "seconds_read", "seconds_fold", "seconds_write")

@@ -16,6 +16,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cdcbridge.apply.fold import ApplyStats
 from cdcbridge.apply.marker import BatchMarker
 from cdcbridge.apply.model import PrimaryKey, TargetRow
 from cdcbridge.apply.policy import DeadLetter
@@ -23,7 +24,24 @@ from cdcbridge.apply.policy import DeadLetter
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from cdcbridge.apply.spark_batch import FoldedTable
+
+@dataclass(frozen=True)
+class FoldedTable:
+    """One table of a folded batch: the counts, what its changed rows look like, and the rows themselves
+    (``pk``, ``row``: :data:`~cdcbridge.apply.spark_fold.STATE_TYPE`), to be written with the guard."""
+
+    table: str
+    stats: ApplyStats
+    columns: frozenset[tuple[str, str]]
+    pk_signatures: frozenset[tuple[tuple[str, str], ...]]
+    case_conflicts: int
+    errors: int
+    source_ts_quantiles: tuple[int, ...]
+    rows: DataFrame
+
+    @property
+    def rows_changed(self) -> int:
+        return self.stats.rows_changed
 
 
 @dataclass(frozen=True)

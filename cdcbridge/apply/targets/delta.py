@@ -50,7 +50,7 @@ from cdcbridge.changes import Value
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from cdcbridge.apply.spark_batch import FoldedTable
+    from cdcbridge.apply.targets.base import FoldedTable
 
 PK_PROPERTY = "cdcbridge.primaryKey"
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
@@ -96,6 +96,9 @@ class DeltaTarget(SparkFoldTarget):
         self.root = root.rstrip("/")
         self.dead_letter_table = dead_letter_table
         self._shapes: dict[str, _TableShape] = {}
+        #: Per table: the shape and the fold-state columns built for it (kept across batches: building them is
+        #: hundreds of JVM calls; a new shape object, after a schema change, builds them again).
+        self._state_columns: dict[str, tuple[_TableShape, list[Column]]] = {}
         configured = spark.sparkContext.getConf()
         for key, value in MICRO_BATCH_CONF.items():
             if not configured.contains(key):
@@ -240,40 +243,11 @@ class DeltaTarget(SparkFoldTarget):
 
     def _state_frame(self, table: str, shape: _TableShape) -> DataFrame:
         """The table's rows as the fold's state: ``table``, ``pk``, ``cur``."""
-        from pyspark.sql import functions as F
-
-        from cdcbridge.apply.spark_fold import COLUMNS_TYPE
-
-        pk = F.array(
-            *[F.struct(F.lit(n).alias("n"), _union(F.col(quote(n)), kind, _PK_FIELDS).alias("v"))
-              for n, kind in shape.pk.items()]
-        )  # fmt: skip
-        entries = [
-            F.when(
-                F.col(quote(name)).isNotNull(),
-                F.struct(
-                    F.lit(name).alias("key"),
-                    F.struct(
-                        _union(F.col(quote(name)), kind, tuple(UNION_FIELD.values())).alias("v"),
-                        F.col("_versions").getItem(name).alias("e"),
-                    ).alias("value"),
-                ),
-            )
-            for name, kind in shape.columns.items()
-        ]
-        columns = (
-            F.map_from_entries(F.filter(F.array(*entries), lambda entry: entry.isNotNull()))
-            if entries
-            else F.expr(f"cast(map() AS {COLUMNS_TYPE})")
-        )
-        state = F.struct(
-            columns.alias("cols"),
-            F.coalesce(F.col("_deleted"), F.lit(False)).alias("del"),
-            F.col("_seq").alias("seq"),
-            F.col("_source_ts").alias("ts"),
-        )
-        stored = self.spark.read.format("delta").load(self.path(table))
-        return stored.select(F.lit(table).alias("table"), pk.alias("pk"), state.alias("cur"))
+        cached = self._state_columns.get(table)
+        if cached is None or cached[0] is not shape:
+            cached = (shape, _state_columns(table, shape))
+            self._state_columns[table] = cached
+        return self.spark.read.format("delta").load(self.path(table)).select(*cached[1])
 
     def refusal(self, folded: FoldedTable) -> str | None:
         if folded.case_conflicts:
@@ -423,6 +397,43 @@ def _union(column: Column, kind: str, fields: tuple[str, ...]) -> Column:
     wanted = UNION_FIELD[kind]
     types = {"z": BOOLEAN, "l": LONG, "d": DOUBLE, "s": STRING, "b": BINARY}
     return F.struct(*[(column if name == wanted else F.lit(None).cast(types[name])).alias(name) for name in fields])
+
+
+def _state_columns(table: str, shape: _TableShape) -> list[Column]:
+    """The columns that turn a table's rows into the fold's state (``table``, ``pk``, ``cur``)."""
+    from pyspark.sql import functions as F
+
+    from cdcbridge.apply.spark_fold import COLUMNS_TYPE
+
+    pk = F.array(
+        *[F.struct(F.lit(n).alias("n"), _union(F.col(quote(n)), kind, _PK_FIELDS).alias("v"))
+          for n, kind in shape.pk.items()]
+    )  # fmt: skip
+    entries = [
+        F.when(
+            F.col(quote(name)).isNotNull(),
+            F.struct(
+                F.lit(name).alias("key"),
+                F.struct(
+                    _union(F.col(quote(name)), kind, tuple(UNION_FIELD.values())).alias("v"),
+                    F.col("_versions").getItem(name).alias("e"),
+                ).alias("value"),
+            ),
+        )
+        for name, kind in shape.columns.items()
+    ]
+    columns = (
+        F.map_from_entries(F.filter(F.array(*entries), lambda entry: entry.isNotNull()))
+        if entries
+        else F.expr(f"cast(map() AS {COLUMNS_TYPE})")
+    )
+    state = F.struct(
+        columns.alias("cols"),
+        F.coalesce(F.col("_deleted"), F.lit(False)).alias("del"),
+        F.col("_seq").alias("seq"),
+        F.col("_source_ts").alias("ts"),
+    )
+    return [F.lit(table).alias("table"), pk.alias("pk"), state.alias("cur")]
 
 
 def _merge_source(rows: DataFrame, shape: _TableShape) -> DataFrame:

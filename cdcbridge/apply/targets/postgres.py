@@ -36,7 +36,7 @@ from cdcbridge.changes import Value
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from cdcbridge.apply.spark_batch import FoldedTable
+    from cdcbridge.apply.targets.base import FoldedTable
 
 PROGRESS_TABLE = "_apply_progress"
 _BOOKKEEPING = ("attrs", "_versions", "_seq", "_deleted", "_source_ts")

@@ -10,10 +10,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdcbridge.apply.marker import BatchMarker
 from cdcbridge.apply.model import ColumnValue, TargetRow
-from cdcbridge.apply.spark_batch import FoldedTable
 from cdcbridge.apply.spark_fold import STATE_TYPE
 from cdcbridge.apply.spark_operations import PK_TYPE
-from cdcbridge.apply.targets.base import SparkFoldTarget
+from cdcbridge.apply.targets.base import FoldedTable, SparkFoldTarget
 from cdcbridge.changes import Value
 from tests.unit.apply_job.memory_target import MemoryTarget
 
