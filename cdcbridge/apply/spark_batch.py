@@ -33,12 +33,11 @@ from cdcbridge.apply.operations import MessageFormat
 from cdcbridge.apply.routing import TopicRouting
 from cdcbridge.apply.spark_fold import fold_rows, grouped_operations
 from cdcbridge.apply.spark_operations import normalized_operations
+from cdcbridge.apply.targets.base import FoldedTable, SparkFoldTarget
 from cdcbridge.apply.writer_schemas import WriterSchema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-
-    from cdcbridge.apply.targets.base import FoldedTable, SparkFoldTarget
 
 _VALUE_TYPE = (
     "CASE WHEN {v}.z IS NOT NULL THEN 'boolean' WHEN {v}.l IS NOT NULL THEN 'bigint' "

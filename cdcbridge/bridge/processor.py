@@ -1,7 +1,7 @@
 """The bridge processor: turns one shard's change records into Kafka messages and checkpoints on acknowledgement.
 
 For each fetched page it reads back the rows RECORD_IMAGE needs (one batched lookup), encodes every message of every
-record (numbered by sub-sequence; cdcbridge.bridge.record_encoder: the C encoders or the builders and the
+record (numbered by sub-sequence; cdcbridge.publish.record_encoder: the C encoders or the builders and the
 registry-bound serializers) and produces them keyed by primary key. A small pump thread moves the shard's
 checkpoint to the end of the acknowledged prefix; a delivery failure freezes the checkpoint at the gap and makes the
 next call raise, so coordination restarts the shard from its stored checkpoint (at-least-once, never a skipped
@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from cdcbridge.bridge.acks import AckTracker, ConfirmedPosition, PendingRecord
-from cdcbridge.bridge.record_encoder import FastEncoder, RecordEncodeError, RecordEncoder
 from cdcbridge.bridge.row_lookup import CurrentRow
 from cdcbridge.changes import ChangeRecord, Value
 from cdcbridge.coordination.errors import CheckpointError, LeaseLostError, LeaseStoreUnavailableError
@@ -39,7 +38,8 @@ from cdcbridge.formats.keys import record_key
 from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
 from cdcbridge.formats.table_messages import needs_row_lookup
 from cdcbridge.kafka.errors import KafkaSideError, MessageTooLargeError
-from cdcbridge.kafka.sink import Delivery
+from cdcbridge.kafka.sink import Delivery, MessageSink
+from cdcbridge.publish.record_encoder import FastEncoder, RecordEncodeError, RecordEncoder
 
 log = logging.getLogger(__name__)
 
@@ -56,15 +56,6 @@ class BridgeProcessingError(Exception):
 TOMBSTONE_SEQ_HEADER = "cdcbridge-seq-key"
 #: Kafka header of a dead-letter reference: why the original message is not on its topic.
 DEAD_LETTER_REASON_HEADER = "cdcbridge-dead-letter-reason"
-
-
-class MessageSink:
-    """What the processor needs of the Kafka side (KafkaSink satisfies it)."""
-
-    def produce(
-        self, topic: str, key: bytes, value: bytes | None, on_ack: Callable[[Delivery], None],
-        headers: list[tuple[str, bytes]] | None = None,
-    ) -> None: ...  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -14,21 +14,14 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tablestore import INF_MAX, INF_MIN, OTSClient
-
-from cdcbridge.bridge.app import source_client
-from cdcbridge.bridge.topic_record import TopicPartitionRecord
 from cdcbridge.config import BridgeConfig
 from cdcbridge.coordination.checkpoint.positions import SHARD_END, TRIM_HORIZON
 from cdcbridge.coordination.leases.lease import (
-    COL_LEASE_COUNTER,
-    COL_STATUS_TYPE,
-    COL_STATUS_VALUE,
-    COL_STREAM_ID,
-    LEASE_STATUS_TYPE,
     Lease,
 )
-from cdcbridge.coordination.leases.tablestore_store import TablestoreLeaseStore
+from cdcbridge.coordination.leases.tablestore_store import TablestoreLeaseStore, lease_renew_times
+from cdcbridge.publish.tables import source_client
+from cdcbridge.publish.topic_record import TopicPartitionRecord
 from cdcbridge.snapshot.end_time import format_time_us, shard_progress, to_us
 from cdcbridge.snapshot.state import SnapshotStateStore
 from cdcbridge.tablestore.client import StreamClient
@@ -101,23 +94,6 @@ class ClusterStatus:
             if shard.owner and not shard.finished:
                 counts[shard.owner] = counts.get(shard.owner, 0) + 1
         return counts
-
-
-def lease_renew_times(client: OTSClient, status_table: str, stream_id: str) -> dict[str, int]:
-    """shard id → ms timestamp of the latest LeaseCounter write."""
-    start: Any = [(COL_STREAM_ID, stream_id), (COL_STATUS_TYPE, LEASE_STATUS_TYPE), (COL_STATUS_VALUE, INF_MIN)]
-    end = [(COL_STREAM_ID, stream_id), (COL_STATUS_TYPE, LEASE_STATUS_TYPE), (COL_STATUS_VALUE, INF_MAX)]
-    times: dict[str, int] = {}
-    while start:
-        _, start, rows, _ = client.get_range(
-            status_table, "FORWARD", start, end, columns_to_get=[COL_LEASE_COUNTER], max_version=1
-        )
-        for row in rows:
-            shard = dict(row.primary_key)[COL_STATUS_VALUE]
-            for name, _value, timestamp in row.attribute_columns:
-                if name == COL_LEASE_COUNTER:
-                    times[shard] = timestamp
-    return times
 
 
 def _lag(streams: StreamClient, stream_id: str, lease: Lease, now_us: int) -> tuple[int | None, bool, float | None]:

@@ -192,6 +192,15 @@ def _report(on_ack: AckCallback, stats: DeliveryStats, error: KafkaError | None,
     on_ack(Delivery(topic, message.partition(), message.offset(), _classify(error, message)))
 
 
+class MessageSink:
+    """What the bridge processor and the snapshot export need of the Kafka side (KafkaSink satisfies it)."""
+
+    def produce(
+        self, topic: str, key: bytes, value: bytes | None, on_ack: Callable[[Delivery], None],
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None: ...  # fmt: skip
+
+
 class KafkaSink:
     """A confluent-kafka Producer plus a thread that delivers acknowledgements to per-message callbacks.
 

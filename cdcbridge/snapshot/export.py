@@ -19,11 +19,11 @@ from typing import Any
 from tablestore import OTSClientError, OTSServiceError
 from urllib3.exceptions import HTTPError
 
-from cdcbridge.bridge.processor import MessageSink
-from cdcbridge.bridge.record_encoder import EncodedMessage, FastEncoder, RecordEncodeError, RecordEncoder
 from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
 from cdcbridge.formats.keys import record_key
 from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
+from cdcbridge.kafka.sink import MessageSink
+from cdcbridge.publish.record_encoder import EncodedMessage, FastEncoder, RecordEncodeError, RecordEncoder
 from cdcbridge.snapshot.errors import SnapshotExportError
 from cdcbridge.snapshot.key_bounds import KeyBound, describe_bound
 from cdcbridge.snapshot.range_acks import RangeAcks

@@ -19,6 +19,7 @@ from tablestore import (
     CompositeColumnCondition,
     Condition,
     LogicalOperator,
+    OTSClient,
     OTSClientError,
     OTSServiceError,
     ReservedThroughput,
@@ -41,6 +42,7 @@ from cdcbridge.coordination.leases.conditional import (
     WriteOutcomeUnknown,
 )
 from cdcbridge.coordination.leases.lease import (
+    COL_LEASE_COUNTER,
     COL_STATUS_TYPE,
     COL_STATUS_VALUE,
     COL_STREAM_ID,
@@ -287,3 +289,20 @@ def _columns_of(row: Any) -> Columns:
             seen_ts[name] = ts
             columns[name] = value
     return columns
+
+
+def lease_renew_times(client: OTSClient, status_table: str, stream_id: str) -> dict[str, int]:
+    """shard id → ms timestamp of the latest LeaseCounter write."""
+    start: Any = [(COL_STREAM_ID, stream_id), (COL_STATUS_TYPE, LEASE_STATUS_TYPE), (COL_STATUS_VALUE, INF_MIN)]
+    end = [(COL_STREAM_ID, stream_id), (COL_STATUS_TYPE, LEASE_STATUS_TYPE), (COL_STATUS_VALUE, INF_MAX)]
+    times: dict[str, int] = {}
+    while start:
+        _, start, rows, _ = client.get_range(
+            status_table, "FORWARD", start, end, columns_to_get=[COL_LEASE_COUNTER], max_version=1
+        )
+        for row in rows:
+            shard = dict(row.primary_key)[COL_STATUS_VALUE]
+            for name, _value, timestamp in row.attribute_columns:
+                if name == COL_LEASE_COUNTER:
+                    times[shard] = timestamp
+    return times

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 from tablestore import Row
 
-from cdcbridge.bridge.app import TableRuntime
 from cdcbridge.config import parse_config
+from cdcbridge.publish.tables import TableRuntime
 from cdcbridge.snapshot import runner
 from cdcbridge.snapshot.errors import SnapshotError, SnapshotRefusedError
 from cdcbridge.snapshot.split_points import ranges_from_points

@@ -5,12 +5,11 @@ from __future__ import annotations
 import pytest
 
 from cdcbridge.bridge.processor import BridgeProcessingError
-from cdcbridge.bridge.record_encoder import RecordEncodeError, RecordEncoder
 from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
 from cdcbridge.coordination.processor import ProcessRecordsInput
 from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
-
-from .test_processor import FakeCheckpointer, make_fast
+from cdcbridge.publish.record_encoder import RecordEncodeError, RecordEncoder
+from tests.unit.bridge.test_processor import FakeCheckpointer, make_fast
 
 ML = MessageFormat.MUTATE_LOG
 RI = MessageFormat.RECORD_IMAGE

@@ -7,12 +7,12 @@ from types import SimpleNamespace
 
 import fastavro
 
-from cdcbridge.bridge.app import TableRuntime, encoding_path, fast_encoders
 from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
 from cdcbridge.config import TableConfig
 from cdcbridge.formats.mutate_log import build_mutate_log
 from cdcbridge.formats.schemas import schema_dict
 from cdcbridge.formats.table_format import MessageFormat
+from cdcbridge.publish.tables import TableRuntime, encoding_path, fast_encoders
 
 
 def runtime(formats: list[str]) -> TableRuntime:

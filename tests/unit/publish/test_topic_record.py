@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from cdcbridge.bridge.topic_record import TopicPartitionRecord, TopicRecordError
+from cdcbridge.publish.topic_record import TopicPartitionRecord, TopicRecordError
 
 
 class _OneRowClient:

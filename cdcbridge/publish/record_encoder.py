@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from cdcbridge.bridge.row_lookup import CurrentRow
 from cdcbridge.changes import ChangeRecord
+from cdcbridge.formats.record_image import CurrentRow
 from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
 from cdcbridge.formats.table_messages import build_table_messages
 

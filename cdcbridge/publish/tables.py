@@ -1,0 +1,166 @@
+"""The tables a process publishes, set up for `run` and `snapshot` alike: each table's stream, its topics (created
+with the configured partitions, checked against the counts recorded in the status table), the value schemas in the
+registry, and the C encoders bound to the registered schema ids. Broker or registry outages are retried with
+backoff and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TypeVar
+
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from tablestore import OTSClient
+
+from cdcbridge.changes import ChangeRecord
+from cdcbridge.config import BridgeConfig, TableConfig
+from cdcbridge.formats import fast_envelopes
+from cdcbridge.formats.record_image import CurrentRow
+from cdcbridge.formats.schemas import schema_text
+from cdcbridge.formats.table_format import MessageFormat
+from cdcbridge.kafka.errors import BrokerUnreachableError, RegistryUnreachableError
+from cdcbridge.kafka.schemas import TopicValueSerializers
+from cdcbridge.kafka.topics import TopicAdmin, TopicSpec
+from cdcbridge.publish.record_encoder import FastEncoder
+from cdcbridge.publish.topic_record import TopicPartitionRecord
+from cdcbridge.tablestore.client import StreamClient
+from cdcbridge.tablestore.connection import build_ots_client
+from cdcbridge.tablestore.errors import TableNotFoundError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+CLEANUP_POLICY = {MessageFormat.RECORD_IMAGE: "compact", MessageFormat.MUTATE_LOG: "delete"}
+
+
+class BridgeStartError(Exception):
+    """The bridge cannot start; the message names the table/topic/setting and the fix."""
+
+
+def retry_until_up(what: str, call: Callable[[], T], stop: threading.Event, *, max_delay: float = 30.0) -> T:
+    """Call `call` until it stops raising an *unreachable* error, backing off; other errors propagate."""
+    delay = 1.0
+    while True:
+        try:
+            return call()
+        except (BrokerUnreachableError, RegistryUnreachableError) as error:
+            log.warning("%s: %s; retrying in %.0fs", what, error, delay)
+            if stop.wait(delay):
+                raise BridgeStartError(f"stopped while waiting for {what}") from error
+            delay = min(delay * 2, max_delay)
+
+
+@dataclass
+class TableRuntime:
+    table: TableConfig
+    stream_id: str
+    topics: dict[MessageFormat, str]
+    #: Partition count of each topic, as created or recorded at start (a running worker keeps checking it).
+    partitions: dict[str, int] = field(default_factory=dict)
+
+
+def _table_stream_id(streams: StreamClient, table: TableConfig, instance: str) -> str:
+    try:
+        details = streams.describe_table_stream(table.name)
+    except TableNotFoundError as error:
+        raise BridgeStartError(
+            f"table {table.name} does not exist in Tablestore instance {instance}; create it or remove it from "
+            "source.tables"
+        ) from error
+    if not details.enabled or not details.stream_id:
+        raise BridgeStartError(
+            f"table {table.name} has no stream enabled; enable it (UpdateTable with a stream specification, or "
+            "StreamClient.enable_stream) and start the bridge again"
+        )
+    return details.stream_id
+
+
+def source_client(config: BridgeConfig) -> OTSClient:
+    """The SDK client of the source instance, with the stream APIs installed."""
+    source = config.source
+    return build_ots_client(
+        source.endpoint, source.instance, source.access_key_id.get_secret_value(),
+        source.access_key_secret.get_secret_value(), region=source.region,
+        sts_token=source.sts_token.get_secret_value() if source.sts_token else None,
+    )  # fmt: skip
+
+
+def prepare_tables(
+    config: BridgeConfig, ots: OTSClient, streams: StreamClient, stop: threading.Event
+) -> tuple[list[TableRuntime], TopicValueSerializers]:
+    """What producing a table's messages needs, for `run` and `snapshot` alike: every table's stream, its topics
+    (created with the configured partitions, checked against the recorded counts) and the registered schemas."""
+    source = config.source
+    prefix = config.kafka.topic_prefix
+    tables = []
+    for table in source.tables:
+        stream_id = _table_stream_id(streams, table, source.instance)
+        tables.append(TableRuntime(table, stream_id, table.topics(prefix=prefix, table=table.name)))
+
+    admin = TopicAdmin(config.kafka.client_config())
+    schema_by_topic: dict[str, str] = {}
+    for rt in tables:
+        record = TopicPartitionRecord(ots, config.coordination.status_table, rt.stream_id)
+        specs = [
+            TopicSpec(topic, rt.table.partitions, CLEANUP_POLICY[fmt], config.kafka.replication_factor)
+            for fmt, topic in rt.topics.items()
+        ]
+        recorded = record.read(spec.name for spec in specs)
+        counts = retry_until_up(
+            f"creating topics of table {rt.table.name}", partial(admin.ensure, specs, recorded), stop
+        )
+        record.record(counts, recorded)
+        rt.partitions = {topic: counts[topic] for topic in rt.topics.values() if topic in counts}
+        schema_by_topic.update({topic: schema_text(fmt) for fmt, topic in rt.topics.items()})
+
+    registry = SchemaRegistryClient(config.kafka.schema_registry.client_config())
+    serializers = TopicValueSerializers(registry, schema_by_topic)
+    retry_until_up("registering value schemas", serializers.register_all, stop)
+    return tables, serializers
+
+
+def fast_encoders(
+    rt: TableRuntime, serializers: TopicValueSerializers, instance: str
+) -> dict[MessageFormat, FastEncoder]:
+    """The C encoders of the table's formats, bound to each topic's registered schema id (none without the C module
+    or for a topic whose schema is not registered through `serializers`: the builders and the serializer do the
+    work)."""
+    encoders: dict[MessageFormat, FastEncoder] = {}
+    mutation_id = _schema_id(rt, serializers, MessageFormat.MUTATE_LOG)
+    if mutation_id is not None:
+
+        def encode_mutate_log(record: ChangeRecord, current_row: CurrentRow | None) -> list[bytes | None] | None:
+            return fast_envelopes.encode_mutate_log(record, instance, mutation_id)  # type: ignore[return-value]
+
+        encoders[MessageFormat.MUTATE_LOG] = encode_mutate_log
+    image_id = _schema_id(rt, serializers, MessageFormat.RECORD_IMAGE)
+    if image_id is not None:
+        tombstones = rt.table.tombstones
+
+        def encode_record_image(record: ChangeRecord, current_row: CurrentRow | None) -> list[bytes | None] | None:
+            return fast_envelopes.encode_record_image(record, instance, image_id, current_row, tombstones)
+
+        encoders[MessageFormat.RECORD_IMAGE] = encode_record_image
+    return encoders
+
+
+def encoding_path(formats: tuple[MessageFormat, ...], encoders: Mapping[MessageFormat, FastEncoder]) -> str:
+    """One line for the start-up log: how the table's values are encoded, and why not by the C encoder if not (it
+    is several times faster, so an operator should see when it is missing)."""
+    if all(f in encoders for f in formats):
+        return "values encoded by the C encoder (plain records) and the Avro serializer (the rest)"
+    reasons = fast_envelopes.DISABLED_REASONS
+    why = "; ".join(f"{f}: {reasons.get(f) or 'schema id not registered'}" for f in formats if f not in encoders)
+    return f"values encoded by the Avro serializer only, several times slower ({why})"
+
+
+def _schema_id(rt: TableRuntime, serializers: TopicValueSerializers, message_format: MessageFormat) -> int | None:
+    """The registered schema id of the table's topic of `message_format`, when its C encoder can be used."""
+    topic = rt.topics.get(message_format)
+    if topic is None or not fast_envelopes.fast_path_available(message_format):
+        return None
+    return serializers.schema_ids.get(topic)
