@@ -57,13 +57,7 @@ class RecordEncoder:
 
     def encode(self, record: ChangeRecord, current_row: CurrentRow | None = None) -> list[EncodedMessage]:
         """Every message of `record`; `current_row` is its row read back (RECORD_IMAGE of an UPDATE), if any."""
-        plan = self._fast_plan
-        if len(plan) == 1:  # the common case, without the list building of _encode_fast
-            topic, message_format, encode = plan[0]
-            values = encode(record, current_row)
-            if values is not None:
-                return [(topic, message_format, value) for value in values]
-        elif plan:
+        if self._fast_plan:
             messages = self._encode_fast(record, current_row)
             if messages is not None:
                 return messages
@@ -75,7 +69,7 @@ class RecordEncoder:
             values = encode(record, current_row)
             if values is None:
                 return None  # one declining format sends the whole record the other way, so sub-sequences agree
-            messages.extend((topic, message_format, value) for value in values)
+            messages += [(topic, message_format, value) for value in values]
         return messages
 
     def _encode_by_builders(self, record: ChangeRecord, current_row: CurrentRow | None) -> list[EncodedMessage]:
