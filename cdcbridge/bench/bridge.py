@@ -276,6 +276,8 @@ def _run_bridge_phase(
         # CPU of this process (the bridge, plus light polling) and of the emulator, per wall second of the run.
         "bridge_process_cpu_per_s": cpu / seconds,
         "emulator_cpu_per_s": emulator_cpu / seconds,
+        # The same CPU per record: steadier than the rates on a shared machine (librdkafka's threads included).
+        "bridge_process_cpu_us_per_record": cpu / records * 1e6,
     }
 
 
@@ -341,7 +343,7 @@ def _run_ceiling_phase(endpoints: Any, bridge_topics: list[str], partitions: int
     if producer.flush(60):
         raise BridgeBenchError("the raw producer could not deliver its warm-up messages within 60s")
     produce = producer.produce
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), time.process_time()
     for count, (topic, _, key, value, headers) in enumerate(messages):
         while True:
             try:
@@ -353,11 +355,12 @@ def _run_ceiling_phase(endpoints: Any, bridge_topics: list[str], partitions: int
             producer.poll(0)
     while acked + len(errors) < len(messages):
         producer.flush(1.0)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_before
     if errors:
         raise BridgeBenchError(f"raw produce failed for {len(errors)} messages: {errors[0]}")
     return {
         "seconds": seconds,
+        "cpu_us_per_message": cpu / max(len(messages), 1) * 1e6,
         "messages_per_s": len(messages) / seconds,
         "avg_value_bytes": value_bytes / max(len(messages), 1),
     }
@@ -429,8 +432,10 @@ def run_bridge_bench(
         "bridge_messages_per_s": round(bridge["messages_per_s"]),
         "bridge_process_cpu_per_s": round(bridge["bridge_process_cpu_per_s"], 2),
         "emulator_cpu_per_s": round(bridge["emulator_cpu_per_s"], 2),
+        "bridge_process_cpu_us_per_record": round(bridge["bridge_process_cpu_us_per_record"], 1),
         "ceiling_seconds": round(ceiling["seconds"], 2),
         "ceiling_messages_per_s": round(ceiling["messages_per_s"]),
+        "ceiling_process_cpu_us_per_message": round(ceiling["cpu_us_per_message"], 1),
         "ratio_bridge_to_ceiling": round(bridge["messages_per_s"] / ceiling["messages_per_s"], 3),
     }
 

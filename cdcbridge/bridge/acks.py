@@ -1,47 +1,32 @@
 """Which prefix of a shard's records is fully acknowledged by Kafka (the at-least-once rule).
 
-Records are registered in shard order, each with the number of messages it became. Acknowledgements arrive in any
-order (a record's messages may go to several partitions and topics). The confirmed position is the end of the
-longest prefix of messages — in (record, sub-sequence) order — that Kafka acknowledged, so a checkpoint never covers
-a message that might be lost, and a record that is only partly acknowledged is checkpointed with its sub-sequence.
+Records arrive in pages (one fetched batch each) and every record becomes some number of messages. Acknowledgements
+arrive in any order (a record's messages may go to several partitions and topics). The confirmed position is the
+end of the longest prefix of messages — in (record, sub-sequence) order — that Kafka acknowledged, so a checkpoint
+never covers a message that might be lost, and a record that is only partly acknowledged is checkpointed with its
+sub-sequence.
+
+This is the per-message hot path of the bridge, so an acknowledgement only sets one flag of its page (librdkafka's
+delivery report calls :meth:`AckPage.on_delivery` directly); the prefix is worked out when a checkpoint is due,
+with C-speed searches over the flags. Setting a flag and appending to a list are atomic in CPython, so reports
+served by several threads need no lock.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from bisect import bisect_right
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from cdcbridge.changes import Sequence
+from cdcbridge.kafka.errors import KafkaSideError
 
-
-@dataclass(slots=True, eq=False)
-class PendingRecord:
-    """One record in flight: `first_sub` parts were confirmed before (a resume part-way), `total` parts exist."""
-
-    sequence: Sequence
-    first_sub: int
-    total: int
-    acked: bytearray = field(init=False)
-    acked_count: int = 0
-
-    def __post_init__(self) -> None:
-        self.acked = bytearray(max(self.total - self.first_sub, 0))
-
-    @property
-    def complete(self) -> bool:
-        return self.acked_count >= len(self.acked)
-
-    def contiguous_sub(self) -> int | None:
-        """Highest sub-sequence k such that every part first_sub..k is acknowledged (None if none is)."""
-        run = 0
-        for flag in self.acked:
-            if not flag:
-                break
-            run += 1
-        if run == 0:
-            return self.first_sub - 1 if self.first_sub > 0 else None
-        return self.first_sub + run - 1
+#: How often a wait for the last acknowledgements looks again (acks set flags, they do not signal).
+_WAIT_POLL_SECONDS = 0.005
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,59 +37,142 @@ class ConfirmedPosition:
     sub_sequence: int | None
 
 
-class AckTracker:
-    """Thread-safe: `register` from the processing thread, `ack` from Kafka's delivery thread."""
+#: Told of a message Kafka did not take: (page, message index, the error in our words).
+FailureHandler = Callable[["AckPage", int, KafkaSideError], None]
+#: Turns librdkafka's error and message into our error (the sink does this, and counts the failure).
+ErrorDescriber = Callable[[Any, Any], KafkaSideError]
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pending: deque[PendingRecord] = deque()
-        self._last_complete: Sequence | None = None
-        self._in_flight_messages = 0
-        self._all_acked = threading.Condition(self._lock)
 
-    def register(self, sequence: Sequence, total_messages: int, first_sub: int = 0) -> PendingRecord:
-        """Add the next record of the shard; its messages sub-sequences first_sub..total-1 will be acknowledged."""
-        record = PendingRecord(sequence, first_sub, total_messages)
-        with self._lock:
-            if record.complete and not self._pending:
-                self._last_complete = sequence
-            else:
-                self._pending.append(record)
-                self._in_flight_messages += len(record.acked) - record.acked_count
-        return record
+class AckPage:
+    """One page of a shard's records in flight, with one acknowledgement flag per message produced for it.
 
-    def ack(self, record: PendingRecord, sub_sequence: int) -> None:
-        """Kafka acknowledged part `sub_sequence` of `record` (a repeated ack is harmless)."""
-        with self._lock:
-            index = sub_sequence - record.first_sub
-            if 0 <= index < len(record.acked) and not record.acked[index]:
-                record.acked[index] = 1
-                record.acked_count += 1
-                self._in_flight_messages -= 1
-                if self._in_flight_messages == 0:
-                    self._all_acked.notify_all()
+    Record ``r`` (``sequences[r]``) owns the messages ``ends[r-1] .. ends[r]-1`` (``ends[-1]`` being 0), which are its
+    parts ``first_subs[r]`` onwards: parts before ``first_subs[r]`` were confirmed before a restart. A record that
+    produced nothing (covered by the snapshot) owns an empty range and is complete at once.
+    """
+
+    __slots__ = ("acked", "describe", "ends", "first_subs", "keys", "latencies", "on_failure", "sequences", "topics")
+
+    def __init__(
+        self,
+        sequences: list[Sequence],
+        first_subs: list[int],
+        ends: list[int],
+        topics: list[str],
+        keys: list[bytes],
+        *,
+        on_failure: FailureHandler,
+        describe: ErrorDescriber,
+    ) -> None:
+        self.sequences = sequences
+        self.first_subs = first_subs
+        self.ends = ends
+        #: The topic of each message (counted per topic once the page is done).
+        self.topics = topics
+        #: The key of each message (a dead-letter reference names it).
+        self.keys = keys
+        self.acked = bytearray(len(topics))
+        #: librdkafka's produce → ack time of each acknowledged message (None when it does not know).
+        self.latencies: list[float | None] = []
+        self.on_failure = on_failure
+        self.describe = describe
+
+    def on_delivery(self, index: int, error: Any, message: Any) -> None:
+        """librdkafka's delivery report for message `index` (bound with functools.partial; any thread)."""
+        if error is None:
+            self.acked[index] = 1
+            self.latencies.append(message.latency())
+        else:
+            self.on_failure(self, index, self.describe(error, message))
+
+    def mark_acked(self, index: int) -> None:
+        """Message `index` counts as delivered (its dead-letter reference was acknowledged instead)."""
+        self.acked[index] = 1
+
+    def fail(self, index: int, error: KafkaSideError) -> None:
+        """Message `index` was refused before it was queued."""
+        self.on_failure(self, index, error)
+
+    def locate(self, index: int) -> tuple[int, int]:
+        """(record position in the page, sub-sequence) of message `index`."""
+        record = bisect_right(self.ends, index)
+        start = self.ends[record - 1] if record else 0
+        return record, self.first_subs[record] + index - start
+
+    @property
+    def complete(self) -> bool:
+        return self.acked.find(0) < 0
+
+    @property
+    def unacknowledged(self) -> int:
+        return self.acked.count(0)
 
     def confirmed(self) -> ConfirmedPosition | None:
-        """The end of the longest acknowledged prefix (None while nothing new is confirmed since the start)."""
+        """The end of the acknowledged prefix inside this page, or None when it ends before the page's first record
+        (the position of the pages before it stands)."""
+        gap = self.acked.find(0)
+        if gap < 0:
+            return ConfirmedPosition(self.sequences[-1], None) if self.sequences else None
+        record, sub = self.locate(gap)
+        if sub > 0:
+            return ConfirmedPosition(self.sequences[record], sub - 1)
+        if record > 0:
+            return ConfirmedPosition(self.sequences[record - 1], None)
+        return None
+
+
+class AckTracker:
+    """The pages of one shard in flight, in shard order: pages are added by the processing thread, acknowledged by
+    Kafka's delivery thread, and summed up by the checkpoint thread."""
+
+    def __init__(self, on_page_done: Callable[[AckPage], None] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._pages: deque[AckPage] = deque()
+        self._last_complete: Sequence | None = None
+        #: Told of each page whose messages were all acknowledged, once, when the prefix passes it.
+        self._on_page_done = on_page_done
+
+    def add(self, page: AckPage) -> None:
+        """The next page of the shard (before any of its messages is produced)."""
         with self._lock:
-            while self._pending and self._pending[0].complete:
-                self._last_complete = self._pending.popleft().sequence
-            if self._pending:
-                front = self._pending[0]
-                sub = front.contiguous_sub()
-                if sub is not None:
-                    return ConfirmedPosition(front.sequence, sub)
-            if self._last_complete is None:
-                return None
-            return ConfirmedPosition(self._last_complete, None)
+            self._pages.append(page)
+
+    def confirmed(self) -> ConfirmedPosition | None:
+        """The end of the longest acknowledged prefix (None while nothing is confirmed since the start)."""
+        done: list[AckPage] = []
+        with self._lock:
+            pages = self._pages
+            while pages and pages[0].complete:
+                page = pages.popleft()
+                done.append(page)
+                if page.sequences:
+                    self._last_complete = page.sequences[-1]
+            position = pages[0].confirmed() if pages else None
+            if position is None and self._last_complete is not None:
+                position = ConfirmedPosition(self._last_complete, None)
+        if self._on_page_done is not None:
+            for page in done:
+                self._on_page_done(page)
+        return position
 
     @property
     def in_flight(self) -> int:
         """Messages produced but not acknowledged yet."""
         with self._lock:
-            return self._in_flight_messages
+            return sum(page.unacknowledged for page in self._pages)
+
+    def drain(self) -> list[AckPage]:
+        """Take the pages not yet passed by the prefix (the processor is done with the shard)."""
+        with self._lock:
+            pages = list(self._pages)
+            self._pages.clear()
+            return pages
 
     def wait_all_acked(self, timeout: float | None) -> bool:
-        """Block until every registered message is acknowledged (True) or `timeout` passes (False)."""
-        with self._all_acked:
-            return self._all_acked.wait_for(lambda: self._in_flight_messages == 0, timeout)
+        """Block until every produced message is acknowledged (True) or `timeout` passes (False)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.in_flight:
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(_WAIT_POLL_SECONDS)
+        return True

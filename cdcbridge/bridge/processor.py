@@ -17,14 +17,15 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 
-from cdcbridge.bridge.acks import AckTracker, ConfirmedPosition, PendingRecord
+from cdcbridge.bridge.acks import AckPage, AckTracker, ConfirmedPosition
 from cdcbridge.bridge.row_lookup import CurrentRow
-from cdcbridge.changes import ChangeRecord, Value
+from cdcbridge.changes import ChangeRecord, Sequence, Value
 from cdcbridge.coordination.errors import CheckpointError, LeaseLostError, LeaseStoreUnavailableError
 from cdcbridge.coordination.processor import (
     InitializationInput,
@@ -104,7 +105,8 @@ class BridgeProcessor(RecordProcessor):
             serialize=context.serialize,
             fast_encoders=context.fast_encoders,
         )
-        self._tracker = AckTracker()
+        self._formats_by_topic = {topic: message_format for message_format, topic in self._topics.items()}
+        self._tracker = AckTracker(on_page_done=self._count_acked)
         self._failure: Exception | None = None
         self._failure_logged: Exception | None = None
         self._checkpointer: RecordProcessorCheckpointer | None = None
@@ -117,7 +119,7 @@ class BridgeProcessor(RecordProcessor):
         self._skipped = 0
         self._past_end_time = False
         #: Refused oversize messages waiting for the pump to send their dead-letter references.
-        self._dead_letters: deque[tuple[PendingRecord, int, str, str, bytes, MessageTooLargeError]] = deque()
+        self._dead_letters: deque[tuple[AckPage, int, MessageTooLargeError]] = deque()
 
     # ----------------------------------------------------------------------------------- RecordProcessor
     def initialize(self, initialization: InitializationInput) -> None:
@@ -132,41 +134,95 @@ class BridgeProcessor(RecordProcessor):
         self._checkpointer = records.checkpointer
         if self._past_end_time:
             return  # later records are later still: nothing more is produced or checkpointed for this shard
-        context = self._context
         batch = self._within_end_time(records.records)
         start_us = self._start_us
         produced_records = batch if start_us is None else [r for r in batch if r.sequence.timestamp_us >= start_us]
         rows = self._lookup_rows(produced_records)  # the skipped records need no row read back
-        # Per message, the work below is most of the bridge's time: names are bound once per batch.
-        encode, produce = self._encoder.encode, context.sink.produce
-        register, ack_callback = self._tracker.register, self._ack_callback
-        shard_id = self._shard_id
-        produced = skipped = 0
-        for record in batch:
-            if start_us is not None and record.sequence.timestamp_us < start_us:
-                register(record.sequence, 0)  # covered by the snapshot: handled, nothing to send
-                skipped += 1
-                continue
-            if not record.shard_id:
-                record.shard_id = shard_id  # iterators are opaque: we know the shard here
-            try:
-                messages = encode(record, rows.get(id(record)))
-            except RecordEncodeError as error:
-                raise BridgeProcessingError(f"{error} (shard {shard_id})") from error
-            key = record_key(record)
-            first_sub = records.start_sub_sequence(record)
-            pending = register(record.sequence, len(messages), first_sub)
-            for sub_sequence in range(first_sub, len(messages)):
-                topic, message_format, value = messages[sub_sequence]
-                headers = None
-                if value is None:  # the tombstone after a row-deleted image: same seq as that image
-                    headers = [(TOMBSTONE_SEQ_HEADER, record.sequence.key(0).encode())]
-                produce(topic, key, value, ack_callback(pending, sub_sequence, topic, message_format, key), headers)
-            produced += len(messages) - first_sub
-        if context.on_produced is not None:
-            context.on_produced(produced)
+        # Per message, the work below is most of the bridge's time. The page's messages are laid out in flat lists
+        # first (so that its acknowledgement flags exist before the first ack), by the C page encoder for the plain
+        # records and by _lay_out_record for the others (a record before the snapshot start, a resumed record, a
+        # key or value the C path leaves to the builders).
+        sequences: list[Sequence] = []
+        first_subs: list[int] = []
+        ends: list[int] = []
+        topics: list[str] = []
+        keys: list[bytes] = []
+        values: list[bytes | None] = []
+        lists = (sequences, first_subs, ends, topics, keys, values)
+        resume_index = self._resume_index(batch, records)
+        encode_into, shard_id = self._encoder.encode_into, self._shard_id
+        c_rows, c_start_us = rows or None, -1 if start_us is None else start_us
+        index, count, skipped = 0, len(batch), 0
+        while index < count:
+            stop = resume_index if index <= resume_index else count
+            index = encode_into(batch, index, stop, c_rows, shard_id, c_start_us, lists)
+            if index < count:
+                skipped += self._lay_out_record(batch[index], records, rows, lists)
+                index += 1
+        page = AckPage(
+            sequences, first_subs, ends, topics, keys, on_failure=self._on_delivery_failure,
+            describe=self._context.sink.delivery_error,
+        )  # fmt: skip
+        self._tracker.add(page)
+        self._produce_page(page, values)
+        if self._context.on_produced is not None:
+            self._context.on_produced(len(topics))
         if skipped:
             self._count_skipped(skipped)
+
+    def _produce_page(self, page: AckPage, values: list[bytes | None]) -> None:
+        sink = self._context.sink
+        produce, on_delivery, topics, keys = sink.produce_tracked, page.on_delivery, page.topics, page.keys
+        for index, value in enumerate(values):
+            headers = None
+            if value is None:  # the tombstone after a row-deleted image: same seq as that image
+                headers = [(TOMBSTONE_SEQ_HEADER, page.sequences[page.locate(index)[0]].key(0).encode())]
+            try:
+                produce(topics[index], keys[index], value, partial(on_delivery, index), headers)
+            except MessageTooLargeError as error:  # refused before it was queued
+                page.fail(index, error)
+        sink.count_produced(Counter(topics))
+
+    @staticmethod
+    def _resume_index(batch: list[ChangeRecord], records: ProcessRecordsInput) -> int:
+        """Position in `batch` of the record a sub-sequence checkpoint points into (-1: none)."""
+        point = records.resume_point
+        if point is None or point.sub_sequence is None:
+            return -1
+        return next((i for i, record in enumerate(batch) if record.sequence == point.sequence), -1)
+
+    def _lay_out_record(
+        self,
+        record: ChangeRecord,
+        records: ProcessRecordsInput,
+        rows: dict[int, CurrentRow | None],
+        lists: tuple[list, list, list, list, list, list],
+    ) -> int:
+        """Append one record's messages to the page lists by the general path; 1 if it was skipped (the snapshot
+        covers it), else 0."""
+        sequences, first_subs, ends, topics, keys, values = lists
+        sequence = record.sequence
+        if self._start_us is not None and sequence.timestamp_us < self._start_us:
+            sequences.append(sequence)  # covered by the snapshot: handled, nothing to send
+            first_subs.append(0)
+            ends.append(len(topics))
+            return 1
+        if not record.shard_id:
+            record.shard_id = self._shard_id  # iterators are opaque: we know the shard here
+        try:
+            messages = self._encoder.encode(record, rows.get(id(record)))
+        except RecordEncodeError as error:
+            raise BridgeProcessingError(f"{error} (shard {self._shard_id})") from error
+        key = record_key(record)
+        first_sub = records.start_sub_sequence(record)
+        sequences.append(sequence)
+        first_subs.append(first_sub)
+        for topic, _, value in messages[first_sub:]:
+            topics.append(topic)
+            keys.append(key)
+            values.append(value)
+        ends.append(len(topics))
+        return 0
 
     def shutdown(self, shutdown: ShutdownInput) -> None:
         self._checkpointer = shutdown.checkpointer
@@ -186,6 +242,7 @@ class BridgeProcessor(RecordProcessor):
                 self._write_checkpoint(final=False)
         finally:
             self._stop_pump.set()
+            self._count_last_acks()
             if self._skipped:
                 log.info("shard %s of table %s: %d record(s) before the snapshot start skipped in this run",
                          self._shard_id, self._context.table, self._skipped)  # fmt: skip
@@ -221,40 +278,46 @@ class BridgeProcessor(RecordProcessor):
         rows = context.read_rows(context.table, [list(r.primary_key) for r in wanted])
         return {id(record): row for record, row in zip(wanted, rows, strict=True)}
 
-    def _ack_callback(
-        self, pending: PendingRecord, sub_sequence: int, topic: str, message_format: MessageFormat, key: bytes
-    ) -> Callable[[Delivery], None]:
-        """The message's acknowledgement handler; it keeps only these small parts of the message, never its value."""
+    def _on_delivery_failure(self, page: AckPage, index: int, error: KafkaSideError) -> None:
+        """A message of `page` was not delivered: an oversize one goes to the dead-letter topic when configured (the
+        pump sends it), anything else stops the shard (delivery thread, or the processing thread for a message
+        refused before it was queued)."""
+        if (
+            isinstance(error, MessageTooLargeError)
+            and self._context.dead_letter_topic is not None
+            and error.size > self._context.dead_letter_over_bytes
+        ):
+            self._dead_letters.append((page, index, error))
+        else:
+            self._record_failure(error)
 
-        def on_ack(delivery: Delivery) -> None:
-            error = delivery.error
-            if error is None:
-                self._tracker.ack(pending, sub_sequence)
-            elif (
-                isinstance(error, MessageTooLargeError)
-                and self._context.dead_letter_topic is not None
-                and error.size > self._context.dead_letter_over_bytes
-            ):
-                self._dead_letters.append((pending, sub_sequence, topic, str(message_format), key, error))  # pump sends
-            else:
-                self._record_failure(error)
+    def _count_acked(self, page: AckPage) -> None:
+        """Every message of `page` is acknowledged: count them (once per page, off the per-message path)."""
+        self._context.sink.count_acked(Counter(page.topics), page.latencies)
 
-        return on_ack
+    def _count_last_acks(self) -> None:
+        """Count the acknowledged messages of the pages the prefix had not passed when the shard stopped."""
+        for page in self._tracker.drain():
+            counts = Counter(topic for topic, acked in zip(page.topics, page.acked, strict=True) if acked)
+            self._context.sink.count_acked(counts, page.latencies)
 
     def _send_dead_letters(self) -> None:
         """Replace each refused oversize message by a small reference on the dead-letter topic; the message counts as
         delivered once that reference is acknowledged, so the checkpoint moves on without a silent skip."""
         topic = self._context.dead_letter_topic
         while topic is not None and self._dead_letters:
-            pending, sub_sequence, refused_topic, message_format, key, error = self._dead_letters.popleft()
+            page, index, error = self._dead_letters.popleft()
+            record, sub_sequence = page.locate(index)
+            refused_topic = page.topics[index]
+            key = page.keys[index]
             reference = {
                 "reason": "message_too_large",
                 "table": self._context.table,
                 "shard_id": self._shard_id,
                 "topic": refused_topic,
-                "format": message_format,
+                "format": str(self._formats_by_topic.get(refused_topic, "")),
                 "key": key.decode("utf-8", "replace"),
-                "seq_key": pending.sequence.key(0),
+                "seq_key": page.sequences[record].key(0),
                 "sub_sequence": sub_sequence,
                 "size": error.size,
                 "error": str(error),
@@ -265,9 +328,9 @@ class BridgeProcessor(RecordProcessor):
                 self._shard_id, self._context.table, reference["key"], refused_topic, error.size, topic,
             )  # fmt: skip
 
-            def on_reference_ack(delivery: Delivery, pending: PendingRecord = pending, sub: int = sub_sequence) -> None:
+            def on_reference_ack(delivery: Delivery, page: AckPage = page, index: int = index) -> None:
                 if delivery.error is None:
-                    self._tracker.ack(pending, sub)
+                    page.mark_acked(index)
                 else:
                     self._record_failure(delivery.error)
 

@@ -866,6 +866,207 @@ done:
     return status;
 }
 
+/* ==== keys ============================================================================================== */
+
+/* The canonical message key (cdcbridge.formats.keys.encode_key) of a plain primary key: `[v1,v2,...]` with exact
+ * int64 ints in decimal and exact strs that JSON writes unescaped ('"', '\\' and U+0000-U+001F are escaped, so a
+ * str holding one is not plain) as "...". Bytes values, other types and lone surrogates are not plain. */
+static int put_key(Buf *buf, PyObject *primary_key) {
+    if (!PyList_CheckExact(primary_key) || PyList_GET_SIZE(primary_key) == 0) {
+        return NOT_PLAIN;
+    }
+    PyObject *columns = PyList_AsTuple(primary_key);
+    if (columns == NULL) {
+        return ERROR;
+    }
+    int status = OK;
+    Py_ssize_t n = PyTuple_GET_SIZE(columns);
+    CHECK(put_byte(buf, '['));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *column = PyTuple_GET_ITEM(columns, i);
+        if (!PyTuple_CheckExact(column) || PyTuple_GET_SIZE(column) != 2) {
+            status = NOT_PLAIN;
+            goto done;
+        }
+        if (i > 0) {
+            CHECK(put_byte(buf, ','));
+        }
+        PyObject *value = PyTuple_GET_ITEM(column, 1);
+        if (PyLong_CheckExact(value)) {
+            int64_t number;
+            char digits[24];
+            CHECK(exact_int64(value, &number));
+            int written = snprintf(digits, sizeof digits, "%lld", (long long)number);
+            CHECK(put_raw(buf, digits, written));
+        } else if (PyUnicode_CheckExact(value)) {
+            Py_ssize_t size;
+            const char *utf8 = PyUnicode_AsUTF8AndSize(value, &size);
+            if (utf8 == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+                    status = ERROR;
+                    goto done;
+                }
+                PyErr_Clear();
+                status = NOT_PLAIN;
+                goto done;
+            }
+            for (Py_ssize_t k = 0; k < size; k++) {
+                unsigned char c = (unsigned char)utf8[k];
+                if (c < 0x20 || c == '"' || c == '\\') {
+                    status = NOT_PLAIN;
+                    goto done;
+                }
+            }
+            CHECK(put_byte(buf, '"'));
+            CHECK(put_raw(buf, utf8, size));
+            CHECK(put_byte(buf, '"'));
+        } else {
+            status = NOT_PLAIN;
+            goto done;
+        }
+    }
+    CHECK(put_byte(buf, ']'));
+done:
+    Py_DECREF(columns);
+    return status;
+}
+
+/* ==== a page of records ================================================================================= */
+
+/* One format of a table as encode_into() takes it: (kind 0 = MUTATE_LOG / 1 = RECORD_IMAGE, instance, schema_id,
+ * tombstones, topic). */
+typedef struct {
+    int kind;
+    PyObject *instance; /* borrowed from the plan tuple */
+    uint32_t schema_id;
+    int tombstones;
+    PyObject *topic; /* borrowed */
+} PlanEntry;
+
+#define MAX_FORMATS 4
+
+static int read_plan(PyObject *plan, PlanEntry *entries, Py_ssize_t *count) {
+    if (!PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) == 0 || PyTuple_GET_SIZE(plan) > MAX_FORMATS) {
+        PyErr_SetString(PyExc_ValueError, "plan must be a tuple of 1 to 4 (kind, instance, schema_id, tombstones, topic)");
+        return -1;
+    }
+    *count = PyTuple_GET_SIZE(plan);
+    for (Py_ssize_t i = 0; i < *count; i++) {
+        PyObject *entry = PyTuple_GET_ITEM(plan, i);
+        int64_t kind, schema_id;
+        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 5 ||
+            exact_int64(PyTuple_GET_ITEM(entry, 0), &kind) != OK || (kind != 0 && kind != 1) ||
+            !PyUnicode_CheckExact(PyTuple_GET_ITEM(entry, 1)) ||
+            exact_int64(PyTuple_GET_ITEM(entry, 2), &schema_id) != OK || schema_id < 0 || schema_id > 0xFFFFFFFFLL ||
+            !PyBool_Check(PyTuple_GET_ITEM(entry, 3)) || !PyUnicode_CheckExact(PyTuple_GET_ITEM(entry, 4))) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_ValueError,
+                                "plan entries are (kind 0|1, instance str, schema_id uint32, tombstones bool, topic str)");
+            }
+            return -1;
+        }
+        entries[i].kind = (int)kind;
+        entries[i].instance = PyTuple_GET_ITEM(entry, 1);
+        entries[i].schema_id = (uint32_t)schema_id;
+        entries[i].tombstones = PyTuple_GET_ITEM(entry, 3) == Py_True;
+        entries[i].topic = PyTuple_GET_ITEM(entry, 4);
+    }
+    return 0;
+}
+
+/* Encode one record into the page lists; NOT_PLAIN leaves the lists untouched. */
+static int encode_record_into(PyObject *record, PlanEntry *plan, Py_ssize_t formats, PyObject *rows,
+                              PyObject *shard_id, int64_t start_us, PyObject **lists, PyObject *zero) {
+    int status = OK;
+    PyObject *sequence = NULL, *timestamp = NULL, *record_shard = NULL, *primary_key = NULL, *key = NULL;
+    PyObject *current_row = Py_None, *end = NULL;
+    PyObject *values[MAX_FORMATS] = {NULL};
+    Buf key_buf = {NULL, 0, 0};
+    if (Py_TYPE(record) != record_type) {
+        return NOT_PLAIN;
+    }
+    CHECK(get_attr(record, s_sequence, &sequence));
+    if (start_us >= 0) { /* records before the snapshot start are the caller's to skip */
+        int64_t timestamp_us;
+        CHECK(get_attr(sequence, s_timestamp_us, &timestamp));
+        CHECK(exact_int64(timestamp, &timestamp_us));
+        if (timestamp_us < start_us) {
+            status = NOT_PLAIN;
+            goto done;
+        }
+    }
+    CHECK(get_attr(record, s_shard_id, &record_shard));
+    if (PyUnicode_CheckExact(record_shard) && PyUnicode_GET_LENGTH(record_shard) == 0) {
+        if (PyObject_SetAttr(record, s_shard_id, shard_id) < 0) { /* iterators are opaque: the caller knows it */
+            status = ERROR;
+            goto done;
+        }
+    }
+    if (rows != Py_None) {
+        PyObject *id = PyLong_FromVoidPtr(record);
+        if (id == NULL) {
+            status = ERROR;
+            goto done;
+        }
+        PyObject *found = PyDict_GetItemWithError(rows, id); /* borrowed */
+        Py_DECREF(id);
+        if (found == NULL && PyErr_Occurred()) {
+            status = ERROR;
+            goto done;
+        }
+        if (found != NULL) {
+            current_row = found;
+        }
+    }
+    CHECK(get_attr(record, s_primary_key, &primary_key));
+    CHECK(buf_init(&key_buf, 64));
+    CHECK(put_key(&key_buf, primary_key));
+    for (Py_ssize_t f = 0; f < formats; f++) {
+        values[f] = PyList_New(0);
+        if (values[f] == NULL) {
+            status = ERROR;
+            goto done;
+        }
+        if (plan[f].kind == 0) {
+            CHECK(mutate_log_messages(record, plan[f].instance, plan[f].schema_id, values[f]));
+        } else {
+            CHECK(record_image_messages(record, plan[f].instance, plan[f].schema_id, current_row, plan[f].tombstones,
+                                        values[f]));
+        }
+    }
+    key = PyBytes_FromStringAndSize(key_buf.data, key_buf.len);
+    if (key == NULL || PyList_Append(lists[0], sequence) < 0 || PyList_Append(lists[1], zero) < 0) {
+        status = ERROR;
+        goto done;
+    }
+    for (Py_ssize_t f = 0; f < formats; f++) {
+        Py_ssize_t n = PyList_GET_SIZE(values[f]);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (PyList_Append(lists[3], plan[f].topic) < 0 || PyList_Append(lists[4], key) < 0 ||
+                PyList_Append(lists[5], PyList_GET_ITEM(values[f], i)) < 0) {
+                status = ERROR;
+                goto done;
+            }
+        }
+    }
+    end = PyLong_FromSsize_t(PyList_GET_SIZE(lists[3]));
+    if (end == NULL || PyList_Append(lists[2], end) < 0) {
+        status = ERROR;
+    }
+done:
+    Py_XDECREF(sequence);
+    Py_XDECREF(timestamp);
+    Py_XDECREF(record_shard);
+    Py_XDECREF(primary_key);
+    Py_XDECREF(key);
+    Py_XDECREF(end);
+    for (Py_ssize_t f = 0; f < formats; f++) {
+        Py_XDECREF(values[f]);
+    }
+    buf_free(&key_buf);
+    return status;
+}
+
 /* ==== Python entry points =============================================================================== */
 
 /* Checks shared by both encoders: 1 = go on (*schema_id set), 0 = not plain, -1 = exception set. */
@@ -933,6 +1134,89 @@ static PyObject *py_encode_record_image(PyObject *module, PyObject *const *args,
     return finish(record_image_messages(args[0], args[1], schema_id, args[3], args[4] == Py_True, out), out);
 }
 
+static PyObject *py_record_key(PyObject *module, PyObject *record) {
+    if (!configured) {
+        PyErr_SetString(PyExc_RuntimeError, "call configure() before encoding");
+        return NULL;
+    }
+    if (Py_TYPE(record) != record_type) {
+        Py_RETURN_NONE;
+    }
+    PyObject *primary_key;
+    int status = get_attr(record, s_primary_key, &primary_key);
+    if (status < 0) {
+        return status == ERROR ? NULL : Py_NewRef(Py_None);
+    }
+    Buf buf = {NULL, 0, 0};
+    status = buf_init(&buf, 64);
+    if (status == OK) {
+        status = put_key(&buf, primary_key);
+    }
+    Py_DECREF(primary_key);
+    PyObject *key = status == OK ? PyBytes_FromStringAndSize(buf.data, buf.len) : NULL;
+    buf_free(&buf);
+    if (status == NOT_PLAIN) {
+        Py_RETURN_NONE;
+    }
+    return key;
+}
+
+static PyObject *py_encode_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "encode_into(records, start, stop, plan, rows, shard_id, start_us, page_lists) takes 8 "
+                        "arguments");
+        return NULL;
+    }
+    if (!configured) {
+        PyErr_SetString(PyExc_RuntimeError, "call configure() before encoding");
+        return NULL;
+    }
+    PyObject *records = args[0], *rows = args[4], *shard_id = args[5], *page = args[7];
+    int64_t start, stop, start_us;
+    PlanEntry plan[MAX_FORMATS];
+    Py_ssize_t formats;
+    if (!PyList_CheckExact(records) || exact_int64(args[1], &start) != OK || exact_int64(args[2], &stop) != OK ||
+        exact_int64(args[6], &start_us) != OK || !PyUnicode_CheckExact(shard_id) ||
+        (rows != Py_None && !PyDict_CheckExact(rows)) || !PyTuple_CheckExact(page) || PyTuple_GET_SIZE(page) != 6) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError,
+                            "encode_into(list, int, int, plan, dict | None, str, int, (6 lists)) got other types");
+        }
+        return NULL;
+    }
+    if (read_plan(args[3], plan, &formats) < 0) {
+        return NULL;
+    }
+    PyObject *lists[6];
+    for (int i = 0; i < 6; i++) {
+        lists[i] = PyTuple_GET_ITEM(page, i);
+        if (!PyList_CheckExact(lists[i])) {
+            PyErr_SetString(PyExc_TypeError, "page_lists must be 6 lists");
+            return NULL;
+        }
+    }
+    PyObject *zero = PyLong_FromLong(0);
+    if (zero == NULL) {
+        return NULL;
+    }
+    Py_ssize_t index = start < 0 ? 0 : (Py_ssize_t)start;
+    for (; index < stop && index < PyList_GET_SIZE(records); index++) {
+        PyObject *record = Py_NewRef(PyList_GET_ITEM(records, index));
+        int status = encode_record_into(record, plan, formats, rows, shard_id, start_us, lists, zero);
+        Py_DECREF(record);
+        if (status == ERROR) {
+            Py_DECREF(zero);
+            return NULL;
+        }
+        if (status == NOT_PLAIN) {
+            break;
+        }
+    }
+    Py_DECREF(zero);
+    return PyLong_FromSsize_t(index);
+}
+
 /* ---- configuration ------------------------------------------------------------------------------------ */
 
 static int limit_from(PyObject *number, uint64_t *out) {
@@ -991,6 +1275,14 @@ static PyMethodDef methods[] = {
     {"encode_record_image", (PyCFunction)(void (*)(void))py_encode_record_image, METH_FASTCALL,
      "encode_record_image(record, instance, schema_id, current_row, tombstones) -> list of Confluent-framed "
      "RECORD_IMAGE values (None for a tombstone), or None if not plain."},
+    {"record_key", py_record_key, METH_O,
+     "record_key(record) -> the canonical key bytes of keys.record_key, or None if the primary key is not plain."},
+    {"encode_into", (PyCFunction)(void (*)(void))py_encode_into, METH_FASTCALL,
+     "encode_into(records, start, stop, plan, rows, shard_id, start_us, (sequences, first_subs, ends, topics, keys, "
+     "values)) -> index of the first record in [start, stop) it leaves to the caller. Appends each handled record's "
+     "sequence, first sub-sequence 0 and end index, and each of its messages' topic, key and value (formats in plan "
+     "order); sets an empty record.shard_id to shard_id. A record before start_us (>= 0), or not plain in its key "
+     "or any format, stops it."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -25,6 +25,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -178,3 +179,65 @@ def encode_record_image(
     if _encode_record_image is None:
         return None
     return _encode_record_image(record, instance, schema_id, current_row, tombstones)
+
+
+_record_key: Callable[[ChangeRecord], bytes | None] | None = None
+_encode_into: Callable[..., int] | None = None
+if _module is not None:
+    _record_key = _module.record_key
+    _encode_into = _module.encode_into
+
+
+def record_key(record: ChangeRecord) -> bytes | None:
+    """keys.record_key(record) for a plain primary key (int64 ints, strs JSON writes unescaped), else None."""
+    return None if _record_key is None else _record_key(record)
+
+
+#: The C module's kind number of each format in an encode_into plan.
+_PLAN_KINDS = {MessageFormat.MUTATE_LOG: 0, MessageFormat.RECORD_IMAGE: 1}
+
+
+@dataclass(frozen=True)
+class FastFormat:
+    """One format of a table bound to its topic's registered schema id: called like the encode_* functions, and
+    the unit of a :func:`page_plan` that encodes whole pages at once."""
+
+    message_format: MessageFormat
+    instance: str
+    schema_id: int
+    tombstones: bool = True
+
+    def __call__(self, record: ChangeRecord, current_row: CurrentRow | None) -> list[bytes | None] | None:
+        if self.message_format is MessageFormat.MUTATE_LOG:
+            return encode_mutate_log(record, self.instance, self.schema_id)  # type: ignore[return-value]
+        return encode_record_image(record, self.instance, self.schema_id, current_row, self.tombstones)
+
+
+#: What encode_into takes per format: (kind, instance, schema_id, tombstones, topic).
+PagePlan = tuple[tuple[int, str, int, bool, str], ...]
+
+
+def page_plan(formats: list[tuple[FastFormat, str]]) -> PagePlan | None:
+    """The encode_into plan of (format, topic) pairs in sub-sequence order, or None when any of them has no C
+    encoder (then records go one by one)."""
+    if _encode_into is None or not formats or not all(fast_path_available(f.message_format) for f, _ in formats):
+        return None
+    return tuple((_PLAN_KINDS[f.message_format], f.instance, f.schema_id, f.tombstones, topic) for f, topic in formats)
+
+
+def encode_into(
+    records: list[ChangeRecord],
+    start: int,
+    stop: int,
+    plan: PagePlan,
+    rows: dict[int, CurrentRow | None] | None,
+    shard_id: str,
+    start_us: int,
+    page_lists: tuple[list, list, list, list, list, list],
+) -> int:
+    """Lay records[start:stop] out in the page lists (sequences, first sub-sequences, message end indexes, and per
+    message topic, key, value) until the first one the C path leaves to the caller, whose index it returns: a record
+    committed before `start_us` (>= 0), or one whose key or any message is not the plain case. `rows`: id(record) →
+    the row read back for RECORD_IMAGE. An empty record.shard_id is set to `shard_id` first."""
+    assert _encode_into is not None, "page_plan() returned a plan, so the C module is loaded"
+    return _encode_into(records, start, stop, plan, rows, shard_id, start_us, page_lists)

@@ -129,6 +129,31 @@ class DeliveryStats:
             tally.latency_counts[bisect.bisect_left(self.latency_bounds, latency_seconds)] += 1
             tally.latency_sum += latency_seconds
 
+    def produced_many(self, counts: Mapping[str, int]) -> None:
+        """Messages produced, per topic, counted once per page (the bridge's hot path)."""
+        try:
+            tally = self._local.tally.produced
+        except AttributeError:
+            tally = self._register().produced
+        for topic, count in counts.items():
+            tally[topic] = tally.get(topic, 0) + count
+
+    def acked_many(self, counts: Mapping[str, int], latencies: Iterable[float | None]) -> None:
+        """Acks per topic and their produce → ack latencies (None: unknown), counted once per page."""
+        try:
+            tally = self._local.tally
+        except AttributeError:
+            tally = self._register()
+        acked = tally.acked
+        for topic, count in counts.items():
+            acked[topic] = acked.get(topic, 0) + count
+        bounds, buckets, total = self.latency_bounds, tally.latency_counts, 0.0
+        for latency in latencies:
+            if latency is not None:
+                buckets[bisect.bisect_left(bounds, latency)] += 1
+                total += latency
+        tally.latency_sum += total
+
     def failed(self, topic: str, kind: str) -> None:
         """``kind``: the librdkafka error name (a bounded token), never the error text."""
         try:
@@ -192,13 +217,33 @@ def _report(on_ack: AckCallback, stats: DeliveryStats, error: KafkaError | None,
     on_ack(Delivery(topic, message.partition(), message.offset(), _classify(error, message)))
 
 
+#: librdkafka's own delivery report callback: (KafkaError or None, Message).
+RawDeliveryCallback = Callable[[KafkaError | None, Message], None]
+
+
 class MessageSink:
-    """What the bridge processor and the snapshot export need of the Kafka side (KafkaSink satisfies it)."""
+    """What the bridge processor and the snapshot export need of the Kafka side (KafkaSink satisfies it).
+
+    ``produce`` reports each message's fate as a :class:`Delivery`. The bridge's per-message path uses the leaner
+    ``produce_tracked``: librdkafka's report goes straight to the caller's callback, the caller turns a failure into
+    our error with ``delivery_error`` and counts produced and acknowledged messages in bulk.
+    """
 
     def produce(
         self, topic: str, key: bytes, value: bytes | None, on_ack: Callable[[Delivery], None],
         headers: list[tuple[str, bytes]] | None = None,
     ) -> None: ...  # fmt: skip
+
+    def produce_tracked(
+        self, topic: str, key: bytes, value: bytes | None, on_delivery: RawDeliveryCallback,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None: ...  # fmt: skip
+
+    def delivery_error(self, error: KafkaError, message: Message) -> KafkaSideError: ...
+
+    def count_produced(self, counts: Mapping[str, int]) -> None: ...
+
+    def count_acked(self, counts: Mapping[str, int], latencies: Iterable[float | None]) -> None: ...
 
 
 class KafkaSink:
@@ -238,6 +283,37 @@ class KafkaSink:
                 size = len(value or b"") + len(key)
                 on_ack(Delivery(topic, -1, -1, _too_large(topic, key.decode("utf-8", "replace"), size)))
                 return
+
+    def produce_tracked(
+        self, topic: str, key: bytes, value: bytes | None, on_delivery: RawDeliveryCallback,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:  # fmt: skip
+        """Queue one message whose delivery report goes to `on_delivery` unchanged (not counted: see
+        count_produced / count_acked). A message librdkafka refuses as too large before queueing it raises
+        MessageTooLargeError; blocks (serving delivery reports) while the local queue is full."""
+        produce = self._producer.produce
+        while True:
+            try:
+                produce(topic, value, key, on_delivery=on_delivery, headers=headers)
+                return
+            except BufferError:
+                self._producer.poll(0.05)
+            except KafkaException as error:
+                if error.args[0].code() != KafkaError.MSG_SIZE_TOO_LARGE:
+                    raise
+                self.stats.failed(topic, error.args[0].name())
+                raise _too_large(topic, key.decode("utf-8", "replace"), len(value or b"") + len(key)) from None
+
+    def delivery_error(self, error: KafkaError, message: Message) -> KafkaSideError:
+        """A failed delivery report of produce_tracked in our words (and counted)."""
+        self.stats.failed(message.topic(), error.name())
+        return _classify(error, message)
+
+    def count_produced(self, counts: Mapping[str, int]) -> None:
+        self.stats.produced_many(counts)
+
+    def count_acked(self, counts: Mapping[str, int], latencies: Iterable[float | None]) -> None:
+        self.stats.acked_many(counts, latencies)
 
     def flush(self, timeout: float = 30.0) -> int:
         """Wait for outstanding messages; return how many are still in flight after `timeout`."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from cdcbridge.changes import ChangeRecord
+from cdcbridge.formats import fast_envelopes
 from cdcbridge.formats.record_image import CurrentRow
 from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
 from cdcbridge.formats.table_messages import build_table_messages
@@ -54,6 +55,28 @@ class RecordEncoder:
             if all(f in encoders for f in table_format.formats)
             else []
         )
+        #: The C page encoder's plan when every format is a C encoder bound to its schema id, else None.
+        self._page_plan = (
+            fast_envelopes.page_plan([(encode, topic) for topic, _, encode in self._fast_plan])  # type: ignore[misc]
+            if self._fast_plan and all(isinstance(e, fast_envelopes.FastFormat) for _, _, e in self._fast_plan)
+            else None
+        )
+
+    def encode_into(
+        self,
+        records: list[ChangeRecord],
+        start: int,
+        stop: int,
+        rows: dict[int, CurrentRow | None] | None,
+        shard_id: str,
+        start_us: int,
+        page_lists: tuple[list, list, list, list, list, list],
+    ) -> int:
+        """Lay out records[start:stop] in `page_lists` in C, up to the first record it leaves to the caller (returned
+        index; `start` when there is no C page encoder): see fast_envelopes.encode_into."""
+        if self._page_plan is None:
+            return start
+        return fast_envelopes.encode_into(records, start, stop, self._page_plan, rows, shard_id, start_us, page_lists)
 
     def encode(self, record: ChangeRecord, current_row: CurrentRow | None = None) -> list[EncodedMessage]:
         """Every message of `record`; `current_row` is its row read back (RECORD_IMAGE of an UPDATE), if any."""

@@ -16,10 +16,8 @@ from typing import TypeVar
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from tablestore import OTSClient
 
-from cdcbridge.changes import ChangeRecord
 from cdcbridge.config import BridgeConfig, TableConfig
 from cdcbridge.formats import fast_envelopes
-from cdcbridge.formats.record_image import CurrentRow
 from cdcbridge.formats.schemas import schema_text
 from cdcbridge.formats.table_format import MessageFormat
 from cdcbridge.kafka.errors import BrokerUnreachableError, RegistryUnreachableError
@@ -132,19 +130,12 @@ def fast_encoders(
     encoders: dict[MessageFormat, FastEncoder] = {}
     mutation_id = _schema_id(rt, serializers, MessageFormat.MUTATE_LOG)
     if mutation_id is not None:
-
-        def encode_mutate_log(record: ChangeRecord, current_row: CurrentRow | None) -> list[bytes | None] | None:
-            return fast_envelopes.encode_mutate_log(record, instance, mutation_id)  # type: ignore[return-value]
-
-        encoders[MessageFormat.MUTATE_LOG] = encode_mutate_log
+        encoders[MessageFormat.MUTATE_LOG] = fast_envelopes.FastFormat(MessageFormat.MUTATE_LOG, instance, mutation_id)
     image_id = _schema_id(rt, serializers, MessageFormat.RECORD_IMAGE)
     if image_id is not None:
-        tombstones = rt.table.tombstones
-
-        def encode_record_image(record: ChangeRecord, current_row: CurrentRow | None) -> list[bytes | None] | None:
-            return fast_envelopes.encode_record_image(record, instance, image_id, current_row, tombstones)
-
-        encoders[MessageFormat.RECORD_IMAGE] = encode_record_image
+        encoders[MessageFormat.RECORD_IMAGE] = fast_envelopes.FastFormat(
+            MessageFormat.RECORD_IMAGE, instance, image_id, rt.table.tombstones
+        )
     return encoders
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 
 import pytest
 
@@ -21,18 +22,54 @@ from cdcbridge.kafka.errors import MessageTooLargeError
 from cdcbridge.kafka.sink import Delivery
 
 
+class FakeMessage:
+    """The part of librdkafka's Message a delivery report handler reads."""
+
+    def __init__(self, topic: str, latency: float | None = 0.002) -> None:
+        self._topic, self._latency = topic, latency
+
+    def topic(self) -> str:
+        return self._topic
+
+    def latency(self) -> float | None:
+        return self._latency
+
+
 class FakeSink:
+    """Records what is produced; a test acknowledges or fails message `index` with ack(index, error)."""
+
     def __init__(self) -> None:
         self.produced: list[tuple[str, bytes, object, object]] = []
         self.headers: list[object] = []
+        self.tracked: list[bool] = []
+        self.produced_counts: Counter[str] = Counter()
+        self.acked_counts: Counter[str] = Counter()
 
     def produce(self, topic, key, value, on_ack, headers=None) -> None:
         self.produced.append((topic, key, value, on_ack))
         self.headers.append(headers)
+        self.tracked.append(False)
+
+    def produce_tracked(self, topic, key, value, on_delivery, headers=None) -> None:
+        self.produced.append((topic, key, value, on_delivery))
+        self.headers.append(headers)
+        self.tracked.append(True)
+
+    def delivery_error(self, error, message):
+        return error  # the tests fail messages with our own errors already
+
+    def count_produced(self, counts) -> None:
+        self.produced_counts.update(counts)
+
+    def count_acked(self, counts, latencies) -> None:
+        self.acked_counts.update(counts)
 
     def ack(self, index: int, error: Exception | None = None) -> None:
-        topic = self.produced[index][0]
-        self.produced[index][3](Delivery(topic, 0, index, error))
+        topic, _, _, callback = self.produced[index]
+        if self.tracked[index]:
+            callback(error, FakeMessage(topic))
+        else:
+            callback(Delivery(topic, 0, index, error))
 
 
 class FakeCheckpointer:

@@ -31,6 +31,19 @@ def source_with_rows(rows: int, *, page_size: int = 4) -> FakeOTSClient:
     return client
 
 
+class _Message:
+    """What a delivery report handler reads of librdkafka's Message."""
+
+    def __init__(self, topic: str) -> None:
+        self._topic = topic
+
+    def topic(self) -> str:
+        return self._topic
+
+    def latency(self) -> float | None:
+        return 0.001
+
+
 class FakeSink:
     """Records every message; `ack_when(message_index)` decides which are acknowledged at once, `fail_when` which
     are refused at once (the rest stay in flight)."""
@@ -59,6 +72,19 @@ class FakeSink:
             on_ack(Delivery(topic, 0, index, ProduceFatalError(f"message {index} refused by the broker")))
         elif self._ack_when(index):
             on_ack(Delivery(topic, 0, index, None))
+
+    def produce_tracked(self, topic: str, key: bytes, value: Any, on_delivery: Callable, headers=None) -> None:
+        """The bridge processor's path: librdkafka-style reports, given here as Delivery like produce's."""
+        self.produce(topic, key, value, lambda delivery: on_delivery(delivery.error, _Message(delivery.topic)), headers)
+
+    def delivery_error(self, error: Any, message: Any) -> Any:
+        return error  # already our error: produce_tracked hands Delivery.error through
+
+    def count_produced(self, counts: Any) -> None:
+        pass
+
+    def count_acked(self, counts: Any, latencies: Any) -> None:
+        pass
 
     def keys(self, topic_suffix: str) -> list[bytes]:
         return [key for topic, key, _ in self.messages if topic.endswith(topic_suffix)]
