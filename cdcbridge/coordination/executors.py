@@ -19,6 +19,6 @@ class InlineExecutor(Executor):
         return future
 
 
-def bounded_pool(max_threads: int) -> ThreadPoolExecutor:
-    """The pool shard tasks run on: at most `max_threads` run at once, the rest queue."""
-    return ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="cdcbridge-shard")
+def bounded_pool(max_threads: int, thread_name_prefix: str = "cdcbridge-shard") -> ThreadPoolExecutor:
+    """The pool shard tasks (or reads ahead) run on: at most `max_threads` run at once, the rest queue."""
+    return ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix=thread_name_prefix)

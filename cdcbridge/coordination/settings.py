@@ -19,6 +19,9 @@ class CoordinationSettings(BaseModel):
     shard_sync_interval_seconds: float = Field(10.0, gt=0, description="how often shards are listed to create leases")
     parent_poll_interval_seconds: float = Field(5.0, gt=0, description="how often a child re-checks its parents")
     max_records: int = Field(1000, gt=0, description="records per GetStreamRecord call")
+    read_ahead: bool = Field(
+        True, description="read a shard's next page while the current one is processed (overlaps the network wait)"
+    )
     no_progress_abort_seconds: float = Field(
         60.0, gt=0, description="abort (FENCED) when no renew or take reached the store for this long"
     )

@@ -72,6 +72,13 @@ class Worker:
         self._factory = processor_factory
         self._owns_executor = executor is None
         self._executor = executor or bounded_pool(self.settings.max_consumer_threads)
+        # Reads ahead run on their own threads: a shard task waiting for its page must never wait behind tasks. An
+        # injected (test) executor means deterministic runs: pages are then read when asked for.
+        self._read_ahead = (
+            bounded_pool(self.settings.max_consumer_threads, "cdcbridge-read-ahead")
+            if executor is None and self.settings.read_ahead
+            else None
+        )
         self.held = HeldLeases()
         s = self.settings
         self.renewer = LeaseRenewer(store, self.held, worker_id, self.clock, s, self.stats)
@@ -164,6 +171,8 @@ class Worker:
             renewer.join(timeout=self.settings.renew_interval_seconds + 1)
             if self._owns_executor:  # queued shutdown notifications still run; nothing waits for them
                 self._executor.shutdown(wait=False, cancel_futures=False)
+            if self._read_ahead is not None:  # pages read ahead are no longer wanted
+                self._read_ahead.shutdown(wait=False, cancel_futures=True)
         if self.state is WorkerState.FENCED:
             raise WorkerFencedError(
                 f"worker {self.worker_id}: no lease renewal or take reached the status table for "
@@ -235,6 +244,7 @@ class Worker:
             clock=self.clock,
             stats=self.stats,
             listed_shards=self.syncer.listed_shards,
+            read_ahead=self._read_ahead,
         )
 
     def _is_fenced(self, now: float) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 from cdcbridge.coordination.checkpoint.checkpointer import ShardCheckpointer
@@ -15,6 +16,7 @@ from cdcbridge.coordination.processor import RecordProcessor, RecordProcessorFac
 from cdcbridge.coordination.settings import CoordinationSettings
 from cdcbridge.coordination.stats import CoordinationStats
 from cdcbridge.coordination.stream.access import StreamAccess
+from cdcbridge.coordination.stream.read_ahead import PageReader
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,8 @@ class ShardContext:
     listed_shards: Callable[[], frozenset[str] | None]
     #: Set once the processor's "not ready" (ProcessorNotReadyError) was logged: repeats go to DEBUG.
     not_ready_logged: threading.Event = field(default_factory=threading.Event)
+    #: Where the next page of a shard is read while the current one is processed (None: read when asked).
+    read_ahead: Executor | None = None
 
     @property
     def shard_id(self) -> str:
@@ -52,5 +56,7 @@ class Incarnation:
     fetch_cursor: str | None
     #: Records at or before this position were confirmed by an earlier owner and are skipped.
     resume_point: ExtendedSequence | None
+    #: Reads the pages at fetch_cursor (and the next one ahead).
+    pages: PageReader
     #: Reads in a row that failed with a non-transient error (backs off longer and logs less with each).
     read_failures: int = 0

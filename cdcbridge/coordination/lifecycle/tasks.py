@@ -29,6 +29,7 @@ from cdcbridge.coordination.processor import (
     ShutdownReason,
 )
 from cdcbridge.coordination.stats import CheckpointCountingStore
+from cdcbridge.coordination.stream.read_ahead import PageReader
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,8 @@ class InitializeTask:
             checkpointer.close("processor failed to initialize")
             return TaskOutcome(retry_after=_backoff(ctx))
         ctx.not_ready_logged.clear()
-        incarnation = Incarnation(processor, checkpointer, cursor, lease.checkpoint_seq)
+        pages = PageReader(ctx.stream, ctx.read_ahead)
+        incarnation = Incarnation(processor, checkpointer, cursor, lease.checkpoint_seq, pages)
         if gone:
             return _shard_gone(ctx, incarnation)
         return TaskOutcome(next_state=ConsumerState.PROCESSING, incarnation=incarnation)
@@ -162,7 +164,7 @@ class ProcessTask:
         if cursor is None:
             return TaskOutcome(shutdown=ShutdownReason.SHARD_END)
         try:
-            batch = ctx.stream.get_records(cursor, ctx.settings.max_records)
+            batch = inc.pages.read(cursor, ctx.settings.max_records)
         except TrimmedDataError as exc:
             return self._recover_from_trim(exc)
         except ShardNotFoundError:
