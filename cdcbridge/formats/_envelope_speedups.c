@@ -291,24 +291,38 @@ done:
 
 /* The pk array (common.pk_block): each column's name and its value tagged long / string / bytes. An empty
  * primary key is not plain either: record_key() refuses it. */
-static int put_pk(Buf *buf, PyObject *primary_key) {
+/* *columns = a tuple snapshot of a non-empty exact list of exact (name, value) tuples (an allocation may run the
+ * garbage collector, and a finalizer could change the list); anything else is not plain. */
+static int pk_columns(PyObject *primary_key, PyObject **columns) {
+    *columns = NULL;
     if (!PyList_CheckExact(primary_key) || PyList_GET_SIZE(primary_key) == 0) {
         return NOT_PLAIN;
     }
-    /* A snapshot: an allocation may run the garbage collector, and a finalizer could change the list. */
-    PyObject *columns = PyList_AsTuple(primary_key);
-    if (columns == NULL) {
+    PyObject *snapshot = PyList_AsTuple(primary_key);
+    if (snapshot == NULL) {
         return ERROR;
     }
-    int status = OK;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(snapshot); i++) {
+        PyObject *column = PyTuple_GET_ITEM(snapshot, i);
+        if (!PyTuple_CheckExact(column) || PyTuple_GET_SIZE(column) != 2) {
+            Py_DECREF(snapshot);
+            return NOT_PLAIN;
+        }
+    }
+    *columns = snapshot;
+    return OK;
+}
+
+static int put_pk(Buf *buf, PyObject *primary_key) {
+    PyObject *columns;
+    int status = pk_columns(primary_key, &columns);
+    if (status < 0) {
+        return status;
+    }
     Py_ssize_t n = PyTuple_GET_SIZE(columns);
     CHECK(put_long(buf, (int64_t)n));
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *column = PyTuple_GET_ITEM(columns, i);
-        if (!PyTuple_CheckExact(column) || PyTuple_GET_SIZE(column) != 2) {
-            status = NOT_PLAIN;
-            goto done;
-        }
         PyObject *value = PyTuple_GET_ITEM(column, 1);
         CHECK(put_str(buf, PyTuple_GET_ITEM(column, 0)));
         if (PyLong_CheckExact(value)) {
@@ -872,22 +886,15 @@ done:
  * int64 ints in decimal and exact strs that JSON writes unescaped ('"', '\\' and U+0000-U+001F are escaped, so a
  * str holding one is not plain) as "...". Bytes values, other types and lone surrogates are not plain. */
 static int put_key(Buf *buf, PyObject *primary_key) {
-    if (!PyList_CheckExact(primary_key) || PyList_GET_SIZE(primary_key) == 0) {
-        return NOT_PLAIN;
+    PyObject *columns;
+    int status = pk_columns(primary_key, &columns);
+    if (status < 0) {
+        return status;
     }
-    PyObject *columns = PyList_AsTuple(primary_key);
-    if (columns == NULL) {
-        return ERROR;
-    }
-    int status = OK;
     Py_ssize_t n = PyTuple_GET_SIZE(columns);
     CHECK(put_byte(buf, '['));
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *column = PyTuple_GET_ITEM(columns, i);
-        if (!PyTuple_CheckExact(column) || PyTuple_GET_SIZE(column) != 2) {
-            status = NOT_PLAIN;
-            goto done;
-        }
         if (i > 0) {
             CHECK(put_byte(buf, ','));
         }
