@@ -13,7 +13,7 @@ from cdcbridge.bridge.processor import BridgeProcessingError
 from cdcbridge.coordination.processor import ProcessRecordsInput
 from cdcbridge.kafka.errors import MessageTooLargeError, ProduceFatalError
 
-from .test_processor import FakeCheckpointer, make, record
+from .test_processor import FakeCheckpointer, FakeSink, make, record
 
 
 def too_large(key: int, size: int) -> MessageTooLargeError:
@@ -88,3 +88,40 @@ def test_a_small_message_refused_with_its_batch_is_sent_again_never_dead_lettere
     assert [topic for topic, _, _, _ in sink.produced] == ["cdc.orders.mutation"], "no reference for it"
     with pytest.raises(BridgeProcessingError, match="restarts from its checkpoint"):
         processor.process_records(ProcessRecordsInput([record(1)], checkpointer))
+
+
+class RefusingSink(FakeSink):
+    """librdkafka refuses message `refuse_at` before queueing it (larger than the producer's message.max.bytes)."""
+
+    def __init__(self, refuse_at: int) -> None:
+        super().__init__()
+        self.refuse_at = refuse_at
+
+    def produce_tracked(self, topic, key, value, on_delivery, headers=None) -> None:
+        if len(self.produced) == self.refuse_at:
+            self.refuse_at = -1
+            raise too_large(1, 3_000_000)
+        super().produce_tracked(topic, key, value, on_delivery, headers)
+
+
+def test_a_message_refused_before_queueing_stops_the_shard_or_becomes_a_dead_letter() -> None:
+    processor, _ = make()
+    sink = RefusingSink(refuse_at=1)
+    processor._context = replace(processor._context, sink=sink)
+    checkpointer = FakeCheckpointer()
+    processor.process_records(ProcessRecordsInput([record(i) for i in range(3)], checkpointer))
+    assert len(sink.produced) == 2, "the other messages of the page are still produced"
+    with pytest.raises(BridgeProcessingError, match="3000000 bytes"):
+        processor.process_records(ProcessRecordsInput([record(3)], checkpointer))
+
+    processor, _ = _with_dead_letters(make())
+    sink = RefusingSink(refuse_at=1)
+    processor._context = replace(processor._context, sink=sink)
+    processor.process_records(ProcessRecordsInput([record(i) for i in range(3)], checkpointer))
+    sink.ack(0)
+    sink.ack(1)  # record 2's message (record 1's was refused)
+    processor._send_dead_letters()
+    assert sink.produced[2][0] == "cdc.dead"
+    sink.ack(2)  # the reference
+    processor._write_checkpoint(final=False)
+    assert checkpointer.calls[-1] == (record(2).sequence, None)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Histogram
 
-from cdcbridge.kafka.errors import ProduceFatalError
+from cdcbridge.kafka.errors import MessageTooLargeError, ProduceFatalError
 from cdcbridge.kafka.sink import LATENCY_BUCKETS_SECONDS, Delivery, DeliveryStats, KafkaSink, _report
 from cdcbridge.observability.metrics import PRODUCE_LATENCY_BUCKETS, BucketedHistogram
 
@@ -150,3 +150,42 @@ def test_bucketing_in_the_sink_matches_prometheus_histogram_semantics(latencies:
         le = "+Inf" if bound == float("inf") else str(bound)
         assert ours.get_sample_value("lat_bucket", {"le": le}) == reference.get_sample_value("lat_bucket", {"le": le})
     assert ours.get_sample_value("lat_sum") == pytest.approx(reference.get_sample_value("lat_sum"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["t1", "t2"]), st.one_of(st.none(), st.floats(0.0, 100.0))), max_size=40))
+def test_counting_a_page_at_once_equals_counting_each_message(acks: list[tuple[str, float | None]]) -> None:
+    one_by_one, in_bulk = DeliveryStats(), DeliveryStats()
+    for topic, latency in acks:
+        one_by_one.produced(topic)
+        one_by_one.acked(topic, latency)
+    counts: dict[str, int] = {}
+    for topic, _ in acks:
+        counts[topic] = counts.get(topic, 0) + 1
+    in_bulk.produced_many(counts)
+    in_bulk.acked_many(counts, [latency for _, latency in acks])
+    a, b = one_by_one.snapshot(), in_bulk.snapshot()
+    assert (a.produced, a.acked, a.latency_counts) == (b.produced, b.acked, b.latency_counts)
+    assert a.latency_sum_seconds == pytest.approx(b.latency_sum_seconds)
+
+
+def test_produce_tracked_hands_refusals_over_in_our_words() -> None:
+    """produce_tracked queues without counting (pages are counted in bulk); a message librdkafka refuses before
+    queueing raises MessageTooLargeError naming key, topic and size, and is counted as failed; delivery_error words
+    a broker's refusal and counts it."""
+    sink = KafkaSink({"bootstrap.servers": "127.0.0.1:9", "message.max.bytes": 2000, "log_level": 0})
+    try:
+        sink.produce_tracked("cdc.orders.mutation", b"k", b"v", lambda error, message: None)
+        with pytest.raises(MessageTooLargeError, match=r"key 'big' on topic cdc.orders.image is 5003 bytes") as raised:
+            sink.produce_tracked("cdc.orders.image", b"big", b"v" * 5000, lambda error, message: None)
+        assert raised.value.size == 5003
+        error = sink.delivery_error(KafkaError(KafkaError._MSG_TIMED_OUT), FakeMessage("cdc.orders.mutation", None))
+        counts = sink.stats.snapshot()
+    finally:
+        sink.close(timeout=0)
+    assert isinstance(error, ProduceFatalError) and "_MSG_TIMED_OUT" in str(error)
+    assert counts.produced == {}
+    assert counts.failed == {
+        ("cdc.orders.image", "MSG_SIZE_TOO_LARGE"): 1,
+        ("cdc.orders.mutation", "_MSG_TIMED_OUT"): 1,
+    }
