@@ -147,6 +147,20 @@ def test_a_rerun_batch_changes_nothing_and_counts_as_skipped(spark) -> None:
     assert target.tables[TABLE][row.pk].columns["n"].value == 12
 
 
+def test_a_whole_row_put_with_two_versions_of_a_column_keeps_the_newer_on_both_paths(spark) -> None:
+    # A whole-row PUT may carry two versions of one column: the older one, written last, must not win.
+    row = _counter_row(10)
+    replace = with_pk(mutation(5, "PUT", [put("n", "new", 5), put("n", "old", 3), put("m", 7, 5)]), row.pk)
+    other_pk = (("region", "us"), ("id", 2), ("tag", b"\x02"))
+    plain = with_pk(mutation(6, "PUT", [put("n", "plain", 6), put("m", 8, 6)]), other_pk)
+    frame = batch_frame(spark, MessageFormat.MUTATE_LOG, [(1, replace), (2, plain)])
+    (reference, expected), (candidate, actual) = run_both(spark, MessageFormat.MUTATE_LOG, [row], frame)
+    assert comparable(actual) == comparable(expected)
+    assert candidate.tables == reference.tables
+    assert candidate.tables[TABLE][row.pk].columns == {"n": ColumnValue("new", 5), "m": ColumnValue(7, 5)}
+    assert candidate.tables[TABLE][other_pk].columns == {"n": ColumnValue("plain", 6), "m": ColumnValue(8, 6)}
+
+
 def test_a_tombstone_of_a_row_already_deleted_changes_nothing_on_both_paths(spark) -> None:
     pk = (("region", "eu"), ("id", 1), ("tag", b"\x01"))
     deleted = TargetRow(TABLE, pk, {}, seq_key(2), True, 2)
