@@ -25,7 +25,7 @@ from functools import partial
 
 from cdcbridge.bridge.acks import AckPage, AckTracker, ConfirmedPosition
 from cdcbridge.bridge.row_lookup import CurrentRow
-from cdcbridge.changes import ChangeRecord, Sequence, Value
+from cdcbridge.changes import ChangeRecord, Value
 from cdcbridge.coordination.errors import CheckpointError, LeaseLostError, LeaseStoreUnavailableError
 from cdcbridge.coordination.processor import (
     InitializationInput,
@@ -35,6 +35,7 @@ from cdcbridge.coordination.processor import (
     ShutdownInput,
     ShutdownReason,
 )
+from cdcbridge.formats.fast_envelopes import PageLists
 from cdcbridge.formats.keys import record_key
 from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
 from cdcbridge.formats.table_messages import needs_row_lookup
@@ -142,13 +143,7 @@ class BridgeProcessor(RecordProcessor):
         # first (so that its acknowledgement flags exist before the first ack), by the C page encoder for the plain
         # records and by _lay_out_record for the others (a record before the snapshot start, a resumed record, a
         # key or value the C path leaves to the builders).
-        sequences: list[Sequence] = []
-        first_subs: list[int] = []
-        ends: list[int] = []
-        topics: list[str] = []
-        keys: list[bytes] = []
-        values: list[bytes | None] = []
-        lists = (sequences, first_subs, ends, topics, keys, values)
+        lists = PageLists.empty()
         resume_index = self._resume_index(batch, records)
         encode_into, shard_id = self._encoder.encode_into, self._shard_id
         c_rows, c_start_us = rows or None, -1 if start_us is None else start_us
@@ -160,13 +155,13 @@ class BridgeProcessor(RecordProcessor):
                 skipped += self._lay_out_record(batch[index], records, rows, lists)
                 index += 1
         page = AckPage(
-            sequences, first_subs, ends, topics, keys, on_failure=self._on_delivery_failure,
-            describe=self._context.sink.delivery_error,
+            lists.sequences, lists.first_subs, lists.ends, lists.topics, lists.keys,
+            on_failure=self._on_delivery_failure, describe=self._context.sink.delivery_error,
         )  # fmt: skip
         self._tracker.add(page)
-        self._produce_page(page, values)
+        self._produce_page(page, lists.values)
         if self._context.on_produced is not None:
-            self._context.on_produced(len(topics))
+            self._context.on_produced(len(lists.topics))
         if skipped:
             self._count_skipped(skipped)
 
@@ -196,7 +191,7 @@ class BridgeProcessor(RecordProcessor):
         record: ChangeRecord,
         records: ProcessRecordsInput,
         rows: dict[int, CurrentRow | None],
-        lists: tuple[list, list, list, list, list, list],
+        lists: PageLists,
     ) -> int:
         """Append one record's messages to the page lists by the general path; 1 if it was skipped (the snapshot
         covers it), else 0."""

@@ -1185,7 +1185,7 @@ static PyObject *py_encode_into(PyObject *module, PyObject *const *args, Py_ssiz
     Py_ssize_t formats;
     if (!PyList_CheckExact(records) || exact_int64(args[1], &start) != OK || exact_int64(args[2], &stop) != OK ||
         exact_int64(args[6], &start_us) != OK || !PyUnicode_CheckExact(shard_id) ||
-        (rows != Py_None && !PyDict_CheckExact(rows)) || !PyTuple_CheckExact(page) || PyTuple_GET_SIZE(page) != 6) {
+        (rows != Py_None && !PyDict_CheckExact(rows)) || !PyTuple_Check(page) || PyTuple_GET_SIZE(page) != 6) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_TypeError,
                             "encode_into(list, int, int, plan, dict | None, str, int, (6 lists)) got other types");

@@ -27,7 +27,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import fastavro
 
@@ -217,6 +217,22 @@ class FastFormat:
 PagePlan = tuple[tuple[int, str, int, bool, str], ...]
 
 
+class PageLists(NamedTuple):
+    """A page of records laid out for producing: per record its sequence, first sub-sequence produced and the end
+    index of its messages; per message its topic, key and value (None: a tombstone)."""
+
+    sequences: list[Sequence]
+    first_subs: list[int]
+    ends: list[int]
+    topics: list[str]
+    keys: list[bytes]
+    values: list[bytes | None]
+
+    @classmethod
+    def empty(cls) -> PageLists:
+        return cls([], [], [], [], [], [])
+
+
 def page_plan(formats: list[tuple[FastFormat, str]]) -> PagePlan | None:
     """The encode_into plan of (format, topic) pairs in sub-sequence order, or None when any of them has no C
     encoder (then records go one by one)."""
@@ -233,11 +249,10 @@ def encode_into(
     rows: dict[int, CurrentRow | None] | None,
     shard_id: str,
     start_us: int,
-    page_lists: tuple[list, list, list, list, list, list],
+    page_lists: PageLists,
 ) -> int:
-    """Lay records[start:stop] out in the page lists (sequences, first sub-sequences, message end indexes, and per
-    message topic, key, value) until the first one the C path leaves to the caller, whose index it returns: a record
-    committed before `start_us` (>= 0), or one whose key or any message is not the plain case. `rows`: id(record) →
-    the row read back for RECORD_IMAGE. An empty record.shard_id is set to `shard_id` first."""
+    """Lay records[start:stop] out in `page_lists` until the first one the C path leaves to the caller, whose index
+    it returns: a record committed before `start_us` (>= 0), or one whose key or any message is not the plain case.
+    `rows`: id(record) → the row read back for RECORD_IMAGE. An empty record.shard_id is set to `shard_id` first."""
     assert _encode_into is not None, "page_plan() returned a plan, so the C module is loaded"
     return _encode_into(records, start, stop, plan, rows, shard_id, start_us, page_lists)

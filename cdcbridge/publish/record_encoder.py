@@ -70,7 +70,7 @@ class RecordEncoder:
         rows: dict[int, CurrentRow | None] | None,
         shard_id: str,
         start_us: int,
-        page_lists: tuple[list, list, list, list, list, list],
+        page_lists: fast_envelopes.PageLists,
     ) -> int:
         """Lay out records[start:stop] in `page_lists` in C, up to the first record it leaves to the caller (returned
         index; `start` when there is no C page encoder): see fast_envelopes.encode_into."""

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
 from cdcbridge.formats import fast_envelopes
 from cdcbridge.formats.errors import KeyEncodeError
-from cdcbridge.formats.fast_envelopes import FastFormat, encode_into, page_plan, record_key
+from cdcbridge.formats.fast_envelopes import FastFormat, PageLists, encode_into, page_plan, record_key
 from cdcbridge.formats.keys import record_key as reference_key
 from cdcbridge.formats.table_format import MessageFormat
 
@@ -39,8 +39,8 @@ def plan_for(formats: tuple[MessageFormat, ...], instance: str = "inst", tombsto
     return plan
 
 
-def new_lists() -> tuple[list, list, list, list, list, list]:
-    return ([], [], [], [], [], [])
+def new_lists() -> PageLists:
+    return PageLists.empty()
 
 
 def one_by_one(
@@ -50,7 +50,7 @@ def one_by_one(
     rows: dict | None,
     tombstones: bool,
     shard_id: str,
-) -> tuple[int, tuple[list, ...]]:
+) -> tuple[int, PageLists]:
     """The reference: the single-record encoders and keys.record_key, up to the first record one of them declines
     (an empty shard id filled in first, as the processor does)."""
     lists = new_lists()
