@@ -287,14 +287,14 @@ class BridgeProcessor(RecordProcessor):
             self._record_failure(error)
 
     def _count_acked(self, page: AckPage) -> None:
-        """Every message of `page` is acknowledged: count them (once per page, off the per-message path)."""
-        self._context.sink.count_acked(Counter(page.topics), page.latencies)
+        """Count the acknowledged messages of `page`, once per page (off the per-message path): when the prefix
+        passes it, or when the shard stops before that."""
+        counts = Counter(topic for topic, acked in zip(page.topics, page.acked, strict=True) if acked)
+        self._context.sink.count_acked(counts, page.latencies)
 
     def _count_last_acks(self) -> None:
-        """Count the acknowledged messages of the pages the prefix had not passed when the shard stopped."""
         for page in self._tracker.drain():
-            counts = Counter(topic for topic, acked in zip(page.topics, page.acked, strict=True) if acked)
-            self._context.sink.count_acked(counts, page.latencies)
+            self._count_acked(page)
 
     def _send_dead_letters(self) -> None:
         """Replace each refused oversize message by a small reference on the dead-letter topic; the message counts as

@@ -267,22 +267,14 @@ class KafkaSink:
         self, topic: str, key: bytes, value: bytes | None, on_ack: AckCallback,
         headers: list[tuple[str, bytes]] | None = None,
     ) -> None:  # fmt: skip
-        """Queue one message; blocks (serving delivery reports) while the local queue is full."""
-        report = partial(_report, on_ack, self.stats)
-        while True:
-            try:
-                self._producer.produce(topic, value=value, key=key, on_delivery=report, headers=headers)
-                self.stats.produced(topic)
-                return
-            except BufferError:
-                self._producer.poll(0.05)
-            except KafkaException as error:  # librdkafka refuses oversized messages before queueing them
-                if error.args[0].code() != KafkaError.MSG_SIZE_TOO_LARGE:
-                    raise
-                self.stats.failed(topic, error.args[0].name())
-                size = len(value or b"") + len(key)
-                on_ack(Delivery(topic, -1, -1, _too_large(topic, key.decode("utf-8", "replace"), size)))
-                return
+        """Queue one message, counted, whose fate reaches `on_ack` as a Delivery (also a refusal before queueing);
+        blocks (serving delivery reports) while the local queue is full."""
+        try:
+            self.produce_tracked(topic, key, value, partial(_report, on_ack, self.stats), headers)
+        except MessageTooLargeError as error:
+            on_ack(Delivery(topic, -1, -1, error))
+            return
+        self.stats.produced(topic)
 
     def produce_tracked(
         self, topic: str, key: bytes, value: bytes | None, on_delivery: RawDeliveryCallback,
@@ -298,7 +290,7 @@ class KafkaSink:
                 return
             except BufferError:
                 self._producer.poll(0.05)
-            except KafkaException as error:
+            except KafkaException as error:  # librdkafka refuses oversized messages before queueing them
                 if error.args[0].code() != KafkaError.MSG_SIZE_TOO_LARGE:
                     raise
                 self.stats.failed(topic, error.args[0].name())
