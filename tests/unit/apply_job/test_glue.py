@@ -80,6 +80,16 @@ def test_kafka_source_options_map_security_to_the_java_client() -> None:
     assert pattern["subscribePattern"] == "p\\..*" and "subscribe" not in pattern
 
 
+def test_kafka_source_fetches_large_batches_unless_the_configuration_says_otherwise() -> None:
+    options = kafka_source_options(config(), TopicRouting.from_config(config()))
+    assert options["kafka.max.poll.records"] == "10000"
+    assert options["kafka.max.partition.fetch.bytes"] == str(8 * 1024 * 1024)
+    tuned = config(kafka_options={"max.poll.records": "200", "kafka.max.partition.fetch.bytes": "65536"})
+    overridden = kafka_source_options(tuned, TopicRouting.from_config(tuned))
+    assert overridden["kafka.max.poll.records"] == "200"
+    assert overridden["kafka.max.partition.fetch.bytes"] == "65536"
+
+
 def test_a_client_certificate_in_two_files_is_refused_with_the_fix() -> None:
     bad = config().model_copy(deep=True)
     security = bad.kafka.security.model_copy(update={"ssl_certificate_location": "/c", "ssl_key_location": "/k"})
