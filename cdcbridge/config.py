@@ -201,7 +201,8 @@ class ApplyConfig(_Section):
     kafka_options: dict[str, str] = Field(
         default_factory=dict,
         description="extra Kafka client properties for the Spark source, e.g. sasl.jaas.config or "
-        "ssl.keystore.location (without the 'kafka.' prefix)",
+        "ssl.keystore.location (without the 'kafka.' prefix); max.poll.records defaults to 10000 and "
+        "max.partition.fetch.bytes to 8 MiB",
     )
     purge_deleted_after_hours: float | None = Field(
         None,
