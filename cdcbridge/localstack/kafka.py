@@ -86,11 +86,20 @@ class _SilentLogger:
 _silent = _SilentLogger()
 
 
+def new_cluster_id() -> str:
+    """A random KRaft cluster id as Kafka writes them (URL-safe base64 of a UUID), never starting with "-", as
+    Kafka's own ``Uuid.randomUuid`` avoids: one in 64 would otherwise read as an option on a command line."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def _cluster_id(work: Path) -> str:
     """One id per data folder, kept beside it: a formatted folder refuses any other id."""
     path = work / "cluster.id"
     if not path.exists():
-        path.write_text(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))
+        path.write_text(new_cluster_id())
     return path.read_text().strip()
 
 
@@ -118,7 +127,9 @@ def start_kafka(
     ]  # fmt: skip
     cluster_id = _cluster_id(work)
     fmt = subprocess.run(
-        [*base, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(properties), "--ignore-formatted"],
+        # One argument, so that an id kept from before new_cluster_id (it may start with "-") is read as the value.
+        [*base, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(properties),
+         "--ignore-formatted"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if fmt.returncode != 0:
