@@ -3,26 +3,20 @@ before ids were drawn without it): the format command gets the id as one ``--clu
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
 from cdcbridge.localstack.kafka import start_kafka
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from cdcbridge.localstack.process import free_port
 
 
 def test_a_kept_cluster_id_starting_with_a_dash_formats_and_starts(tmp_path: Path) -> None:
     kept = "-" + "A" * 21
     (tmp_path / "kafka").mkdir()
     (tmp_path / "kafka" / "cluster.id").write_text(kept)
-    port = _free_port()
-    record = start_kafka(tmp_path, "127.0.0.1", port, _free_port(), heap_mb=256)
+    port = free_port()
+    record = start_kafka(tmp_path, "127.0.0.1", port, free_port(), heap_mb=256)
     try:
         metadata = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(timeout=30)
         assert metadata.cluster_id == kept
