@@ -66,6 +66,8 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
+# The log cleaner takes its dedupe buffer from the heap at start (128 MiB by default): too much for a small node.
+log.cleaner.dedupe.buffer.size=16777216
 log.retention.hours=168
 """
 

@@ -94,12 +94,19 @@ def _is_group_leader(pid: int) -> bool:
         return False
 
 
+def _is_stack_frame(line: str) -> bool:
+    return line.startswith("at ") or (line.startswith("... ") and line.endswith(" more"))
+
+
 def _log_tail(log: Path, lines: int = 5) -> str:
+    """The last `lines` lines of `log` that are not stack frames, so a JVM's fatal error and its cause (for
+    example "java.lang.OutOfMemoryError: Java heap space") reach the message rather than the frames below them."""
     try:
         text = log.read_text(errors="replace").strip().splitlines()
     except OSError:
         return ""
-    return " | ".join(line.strip() for line in text[-lines:])
+    kept = [line.strip() for line in text if line.strip() and not _is_stack_frame(line.strip())]
+    return " | ".join(kept[-lines:])
 
 
 def start_service(

@@ -16,7 +16,7 @@ def test_a_kept_cluster_id_starting_with_a_dash_formats_and_starts(tmp_path: Pat
     (tmp_path / "kafka").mkdir()
     (tmp_path / "kafka" / "cluster.id").write_text(kept)
     port = free_port()
-    record = start_kafka(tmp_path, "127.0.0.1", port, free_port(), heap_mb=256)
+    record = start_kafka(tmp_path, "127.0.0.1", port, free_port())
     try:
         metadata = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(timeout=30)
         assert metadata.cluster_id == kept

@@ -42,6 +42,24 @@ def test_a_process_that_dies_on_start_names_its_log(tmp_path: Path) -> None:
     assert ProcessRecord.load(tmp_path, "broken") is None
 
 
+def test_a_jvm_that_dies_on_start_is_reported_by_its_error_not_its_stack_frames(tmp_path: Path) -> None:
+    log = "\n".join(
+        [
+            "INFO Starting the log cleaner",
+            "ERROR Encountered fatal fault: Error starting LogManager",
+            "java.lang.OutOfMemoryError: Java heap space",
+            *[f"\tat org.apache.kafka.Frame{i}.run(Frame{i}.java:{i})" for i in range(12)],
+            "\t... 4 more",
+        ]
+    )
+    argv = [sys.executable, "-c", f"import sys; print({log!r}, flush=True); sys.exit(1)"]
+    with pytest.raises(StackError) as error:
+        start_service("kafka", argv, state_dir=tmp_path, endpoint="none", ready=lambda: False, timeout=10)
+    message = str(error.value)
+    assert "Error starting LogManager | java.lang.OutOfMemoryError: Java heap space" in message
+    assert "Frame" not in message and "... 4 more" not in message
+
+
 def test_a_process_that_never_answers_is_stopped_and_reported(tmp_path: Path) -> None:
     with pytest.raises(StackError, match=r"sleeper did not answer at http://x within 1s"):
         start_service("sleeper", SLEEPER, state_dir=tmp_path, endpoint="http://x", ready=lambda: False, timeout=1)
