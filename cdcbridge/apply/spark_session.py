@@ -7,6 +7,7 @@ fetched by deploy/spark/pom.xml are handed to Spark as local paths instead.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,16 @@ def spark_jars(jars_dir: Path | None = None) -> list[str]:
     """Absolute paths of the connector jars; fetched through Maven on first use."""
     folder = jars_dir or Path(os.environ.get("CDCBRIDGE_SPARK_JARS") or ensure_component("spark"))
     return sorted(str(p) for p in folder.glob("*.jar"))
+
+
+def local_cores(master: str) -> int | None:
+    """The cores a ``local``/``local[N]``/``local[*]`` master runs tasks on (None for any other master)."""
+    if master == "local":
+        return 1
+    match = re.fullmatch(r"local\[(\d+|\*)(?:,\d+)?\]", master)
+    if match is None:
+        return None
+    return (os.cpu_count() or 1) if match.group(1) == "*" else int(match.group(1))
 
 
 def build_spark_session(
@@ -45,7 +56,6 @@ def build_spark_session(
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
         .config("spark.driver.memory", "1g")
         .config("spark.sql.session.timeZone", "UTC")
         # One apply batch generates ~50 classes for its fold job and ~75 per table for a Delta MERGE and its log
@@ -53,6 +63,11 @@ def build_spark_session(
         # (measured: 125 Janino compiles and ~20 s of JIT per batch, 0 compiles once the cache holds them).
         .config("spark.sql.codegen.cache.maxEntries", "2000")
     )
+    cores = local_cores(master)
+    if cores is not None:
+        # One shuffle partition per core: a micro-batch's shuffles are small, and each extra task costs more than
+        # it spreads (measured on local[2], Delta at 100k batches: 4 partitions 14.6-14.7k rec/s, 2: 15.2-15.9k).
+        builder = builder.config("spark.sql.shuffle.partitions", str(cores))
     if delta:
         builder = builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension").config(
             "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from cdcbridge.apply.targets.delta import DeltaTarget
 from cdcbridge.apply.targets.postgres import PostgresTarget
 from cdcbridge.apply.targets.tablestore import TablestoreTarget
 from cdcbridge.config import ObservabilityConfig
+from cdcbridge.localstack.process import free_port
 
 from .helpers import (
     TABLES,
@@ -55,12 +55,6 @@ class ScrapingDeltaTarget(DeltaTarget):
         super().close()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _sample(text: str, name: str, labels: str = "") -> float:
     (line,) = [line for line in text.splitlines() if line.startswith(f"{name}{labels} ")]
     return float(line.split()[-1])
@@ -70,7 +64,7 @@ def test_delta_target_equals_the_source_despite_redeliveries_and_schema_evolutio
     prefix = unique_prefix()
     work = make_workload(prefix)
     produce_workload(stack, work)
-    port = _free_port()
+    port = free_port()
     config = job_config(stack, prefix, tmp_path).model_copy(
         update={"observability": ObservabilityConfig(metrics_port=port)}
     )

@@ -1,0 +1,10 @@
+"""The session the apply job builds runs one shuffle partition per local core (streaming queries, which the
+apply job is, do not coalesce partitions adaptively, so this is the number of reduce tasks per shuffle)."""
+
+from cdcbridge.apply.spark_session import local_cores
+
+
+def test_the_session_shuffles_into_one_partition_per_core(spark) -> None:
+    cores = local_cores(spark.sparkContext.master)
+    assert cores == spark.sparkContext.defaultParallelism
+    assert spark.conf.get("spark.sql.shuffle.partitions") == str(cores)
