@@ -75,21 +75,30 @@ def _present(value: str) -> str:
     )
 
 
+def _seq_numbers_match(seq: str) -> str:
+    """SQL: the seq's numbers, when all four are set, are the digits of its seq_key (``%010d%020d%010d%06d``).
+
+    Written with plain functions rather than ``format_string`` and higher-order functions, which Spark interprets
+    row by row: a number wider than its field fails, as the longer ``format_string`` text would."""
+    widths = (("epoch", 10), ("timestamp_us", 20), ("row_index", 10), ("op_index", 6))
+    nonnegative = " AND ".join(f"({seq}.{name} IS NULL OR {seq}.{name} >= 0)" for name, _ in widths)
+    any_null = " OR ".join(f"{seq}.{name} IS NULL" for name, _ in widths)
+    fits = " AND ".join(f"{seq}.{name} < {10**width}" for name, width in widths if width < 19)
+    digits = ", ".join(f"lpad(cast({seq}.{name} AS string), {width}, '0')" for name, width in widths)
+    return f"{nonnegative} AND ({any_null} OR ({fits} AND concat({digits}) = {seq}.seq_key))"
+
+
 def _common_valid(e: str) -> str:
     """SQL: the checks of operations._EnvelopeReader shared by both formats (table, pk, seq, timestamp)."""
-    seq = f"{e}.seq"
-    numbers = f"{seq}.epoch, {seq}.timestamp_us, {seq}.row_index, {seq}.op_index"
     return (
         f"{e}.source.table IS NOT NULL AND {e}.source.table != '' "
         f"AND size({e}.pk) > 0 "
         f"AND forall({e}.pk, pk_item -> pk_item.name IS NOT NULL AND pk_item.name != '' AND pk_item.value IS NOT NULL "
         "AND (pk_item.value.member_long IS NOT NULL OR pk_item.value.member_string IS NOT NULL "
         "OR pk_item.value.member_bytes IS NOT NULL)) "
-        f"AND size(array_distinct(transform({e}.pk, pk_item -> pk_item.name))) = size({e}.pk) "
-        f"AND {seq}.seq_key RLIKE '{_SEQ_KEY_PATTERN}' "
-        f"AND forall(array({numbers}), number -> number IS NULL OR number >= 0) "
-        f"AND (NOT forall(array({numbers}), number -> number IS NOT NULL) "
-        f"OR format_string('%010d%020d%010d%06d', {numbers}) = {seq}.seq_key) "
+        f"AND (size({e}.pk) = 1 OR size(array_distinct(transform({e}.pk, pk_item -> pk_item.name))) = size({e}.pk)) "
+        f"AND {e}.seq.seq_key RLIKE '{_SEQ_KEY_PATTERN}' "
+        f"AND {_seq_numbers_match(f'{e}.seq')} "
         f"AND {e}.timestamp IS NOT NULL"
     )
 

@@ -204,13 +204,18 @@ def test_tombstone_keys_and_framing_are_classified_strictly(spark) -> None:
         "short": b"\x00\x00",
         "bad seq_key": framed(MessageFormat.RECORD_IMAGE, {**good, "seq": {**good["seq"], "seq_key": "1" * 46}}),
         "null in a full image": framed(MessageFormat.RECORD_IMAGE, {**good, "columns": {"a": {"value": None}}}),
+        # 11 digits of epoch: the key holds its first 10, and the numbers still do not match the key.
+        "epoch wider than its field": framed(
+            MessageFormat.RECORD_IMAGE,
+            {**good, "seq": {**good["seq"], "epoch": 10**10 + 5, "seq_key": "1000000000" + f"{1000:020d}" + "0" * 16}},
+        ),
     }
     for offset, data in enumerate(odd.values(), start=len(rows)):
         rows.append((bytearray(b"[1]"), bytearray(data), "t.orders.image", 0, offset, datetime(2026, 1, 1), 0, []))
     frame = spark.createDataFrame(rows, KAFKA_SCHEMA)
     names = {TABLE: ["region", "id"]}
     classes = [r["_class"] for r in normalized_operations(frame, SCHEMAS, image, names).collect()]
-    assert classes == [*KEYS.values(), OP, UNKNOWN_SID, PYTHON, PYTHON, PYTHON, PYTHON]
+    assert classes == [*KEYS.values(), OP, UNKNOWN_SID, PYTHON, PYTHON, PYTHON, PYTHON, PYTHON]
     tomb = normalized_operations(frame, SCHEMAS, image, names).where("_class = 'op'").first()
     assert [(p["n"], p["v"]["s"], p["v"]["l"]) for p in tomb["pk"]] == [("region", "eu", None), ("id", None, 1)]
     assert tomb["op"]["q"] == seq_key(2) and tomb["op"]["t"] and tomb["op"]["d"]
