@@ -35,6 +35,7 @@ from cdcbridge.apply.operations import SEQ_KEY_LENGTH, MessageFormat
 from cdcbridge.apply.routing import TopicRouting
 from cdcbridge.apply.spark_decode import reader_schema, with_framing
 from cdcbridge.apply.writer_schemas import WriterSchema
+from cdcbridge.formats.common import INT64_MAX, SEQ_LIMITS, SEQ_WIDTHS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -76,15 +77,15 @@ def _present(value: str) -> str:
 
 
 def _seq_numbers_match(seq: str) -> str:
-    """SQL: the seq's numbers, when all four are set, are the digits of its seq_key (``%010d%020d%010d%06d``).
+    """SQL: the seq's numbers, when all four are set, are the digits of its seq_key (SEQ_KEY_FORMAT).
 
     Written with plain functions rather than ``format_string`` and higher-order functions, which Spark interprets
-    row by row: a number wider than its field fails, as the longer ``format_string`` text would."""
-    widths = (("epoch", 10), ("timestamp_us", 20), ("row_index", 10), ("op_index", 6))
-    nonnegative = " AND ".join(f"({seq}.{name} IS NULL OR {seq}.{name} >= 0)" for name, _ in widths)
-    any_null = " OR ".join(f"{seq}.{name} IS NULL" for name, _ in widths)
-    fits = " AND ".join(f"{seq}.{name} < {10**width}" for name, width in widths if width < 19)
-    digits = ", ".join(f"lpad(cast({seq}.{name} AS string), {width}, '0')" for name, width in widths)
+    row by row. A number wider than its field (a long can be, except the timestamp's) fails, as the longer
+    ``format_string`` text would."""
+    nonnegative = " AND ".join(f"({seq}.{name} IS NULL OR {seq}.{name} >= 0)" for name in SEQ_WIDTHS)
+    any_null = " OR ".join(f"{seq}.{name} IS NULL" for name in SEQ_WIDTHS)
+    fits = " AND ".join(f"{seq}.{name} < {limit}" for name, limit in SEQ_LIMITS.items() if limit <= INT64_MAX)
+    digits = ", ".join(f"lpad(cast({seq}.{name} AS string), {width}, '0')" for name, width in SEQ_WIDTHS.items())
     return f"{nonnegative} AND ({any_null} OR ({fits} AND concat({digits}) = {seq}.seq_key))"
 
 

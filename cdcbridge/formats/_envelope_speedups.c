@@ -55,7 +55,7 @@ static PyTypeObject *record_type = NULL, *cell_type = NULL, *sequence_type = NUL
 static PyObject *action_put = NULL, *action_update = NULL, *action_delete = NULL;
 static PyObject *op_put = NULL, *op_delete_one = NULL, *op_delete_all = NULL, *op_increment = NULL;
 static PyObject *bridge_version = NULL; /* bytes: the UTF-8 of cdcbridge.__version__ */
-/* Exclusive upper bounds of the seq numbers (common._SEQ_LIMITS). */
+/* Exclusive upper bounds of the seq numbers (common.SEQ_LIMITS). */
 static uint64_t epoch_limit, timestamp_limit, row_limit, op_limit;
 
 /* Attribute names, interned once. */

@@ -20,13 +20,17 @@ TaggedValue = tuple[str, Value] | None
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
-# Exclusive upper bounds of the seq numbers: beyond them SEQ_KEY_FORMAT's zero padding (or Avro's long)
-# overflows and seq_key would no longer sort as text in numeric order.
-_SEQ_WIDTHS = [int(width) for width in re.findall(r"\{:0(\d+)d\}", SEQ_KEY_FORMAT)]
-_SEQ_LIMITS = {
-    name: min(10**width, INT64_MAX + 1)
-    for name, width in zip(("epoch", "timestamp_us", "row_index", "op_index"), _SEQ_WIDTHS, strict=True)
-}
+#: The seq numbers in SEQ_KEY_FORMAT's order, each with the width of its zero-padded field.
+SEQ_WIDTHS = dict(
+    zip(
+        ("epoch", "timestamp_us", "row_index", "op_index"),
+        (int(width) for width in re.findall(r"\{:0(\d+)d\}", SEQ_KEY_FORMAT)),
+        strict=True,
+    )
+)
+#: Exclusive upper bounds of the seq numbers: beyond them SEQ_KEY_FORMAT's zero padding (or Avro's long)
+#: overflows and seq_key would no longer sort as text in numeric order.
+SEQ_LIMITS = {name: min(10**width, INT64_MAX + 1) for name, width in SEQ_WIDTHS.items()}
 
 
 class MessageItem(NamedTuple):
@@ -87,10 +91,10 @@ ACTION_NAMES = {action: action.value for action in RecordAction}
 CELL_OP_NAMES = {op: op.value for op in CellOp}
 
 _EPOCH_LIMIT, _TIMESTAMP_LIMIT, _ROW_LIMIT, _OP_LIMIT = (
-    _SEQ_LIMITS["epoch"],
-    _SEQ_LIMITS["timestamp_us"],
-    _SEQ_LIMITS["row_index"],
-    _SEQ_LIMITS["op_index"],
+    SEQ_LIMITS["epoch"],
+    SEQ_LIMITS["timestamp_us"],
+    SEQ_LIMITS["row_index"],
+    SEQ_LIMITS["op_index"],
 )
 
 
@@ -128,10 +132,10 @@ def seq_block(sequence: RecordSequence, op_index: int) -> dict[str, Any]:
         "op_index": op_index,
     }
     for name, number in numbers.items():
-        if not 0 <= number < _SEQ_LIMITS[name]:
+        if not 0 <= number < SEQ_LIMITS[name]:
             raise InvalidRecordError(
                 f"sequence {sequence.to_text()} op {op_index}: {name}={number} is outside "
-                f"[0, {_SEQ_LIMITS[name]}), so seq_key would not sort"
+                f"[0, {SEQ_LIMITS[name]}), so seq_key would not sort"
             )
     return {**numbers, "seq_key": sequence.key(op_index)}
 

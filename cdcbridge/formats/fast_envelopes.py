@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 import fastavro
 
 from cdcbridge.changes import SEQ_KEY_FORMAT, Cell, CellOp, ChangeRecord, RecordAction, Sequence
-from cdcbridge.formats.common import _SEQ_LIMITS, BRIDGE_VERSION
+from cdcbridge.formats.common import BRIDGE_VERSION, SEQ_LIMITS
 from cdcbridge.formats.errors import SchemaNotFoundError
 from cdcbridge.formats.record_image import CurrentRow
 from cdcbridge.formats.schemas import SCHEMA_FILE_NAMES, schema_dict
@@ -115,7 +115,7 @@ def load_encoder(
         from cdcbridge.formats import _envelope_speedups  # type: ignore[attr-defined]
     except ImportError as exc:
         return None, dict.fromkeys(formats, f"the C module is not built ({exc})")
-    seq_limits = {name: _SEQ_LIMITS[name] for name in _SEQ_LIMIT_NAMES}
+    seq_limits = {name: SEQ_LIMITS[name] for name in _SEQ_LIMIT_NAMES}
     if SEQ_KEY_FORMAT != ENCODER_SEQ_KEY_FORMAT or seq_limits != ENCODER_SEQ_LIMITS:
         reason = f"SEQ_KEY_FORMAT {SEQ_KEY_FORMAT!r} is not the {ENCODER_SEQ_KEY_FORMAT!r} the C encoders write"
         return None, dict.fromkeys(formats, reason)
