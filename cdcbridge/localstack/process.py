@@ -105,7 +105,7 @@ def _log_tail(log: Path, lines: int = 5) -> str:
         text = log.read_text(errors="replace").strip().splitlines()
     except OSError:
         return ""
-    kept = [line.strip() for line in text if line.strip() and not _is_stack_frame(line.strip())]
+    kept = [line for line in map(str.strip, text) if line and not _is_stack_frame(line)]
     return " | ".join(kept[-lines:])
 
 
