@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+#: JVM options of a local master's driver (``extra_conf`` may replace them).
+LOCAL_DRIVER_JAVA_OPTIONS = "-XX:+UseParallelGC"
+
+
 def spark_jars(jars_dir: Path | None = None) -> list[str]:
     """Absolute paths of the connector jars; fetched through Maven on first use."""
     folder = jars_dir or Path(os.environ.get("CDCBRIDGE_SPARK_JARS") or ensure_component("spark"))
@@ -65,6 +69,10 @@ def build_spark_session(
     )
     cores = local_cores(master)
     if cores is not None:
+        # The driver JVM runs every task of a local master. The throughput collector, not the default G1, whose
+        # concurrent marking and write barriers take CPU from the tasks (Delta at 100k batches on local[2]: G1
+        # 16.7k rec/s, G1 with a 3 GB heap 18.4k, Serial 18.9k, Parallel 19.8-20.0k with 1, 2 or 3 GB).
+        builder = builder.config("spark.driver.extraJavaOptions", LOCAL_DRIVER_JAVA_OPTIONS)
         # One shuffle partition per core: a micro-batch's shuffles are small, and each extra task costs more than
         # it spreads (measured on local[2], Delta at 100k batches: 4 partitions 14.6-14.7k rec/s, 2: 15.2-15.9k).
         builder = builder.config("spark.sql.shuffle.partitions", str(cores))

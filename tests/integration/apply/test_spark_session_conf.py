@@ -1,5 +1,6 @@
 """The session the apply job builds runs one shuffle partition per local core (streaming queries, which the
-apply job is, do not coalesce partitions adaptively, so this is the number of reduce tasks per shuffle)."""
+apply job is, do not coalesce partitions adaptively, so this is the number of reduce tasks per shuffle),
+and a local driver, which runs every task, collects garbage with the throughput collector."""
 
 from cdcbridge.apply.spark_session import local_cores
 
@@ -8,3 +9,10 @@ def test_the_session_shuffles_into_one_partition_per_core(spark) -> None:
     cores = local_cores(spark.sparkContext.master)
     assert cores == spark.sparkContext.defaultParallelism
     assert spark.conf.get("spark.sql.shuffle.partitions") == str(cores)
+
+
+def test_the_local_driver_runs_the_throughput_collector(spark) -> None:
+    jvm = spark.sparkContext._jvm
+    beans = jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    collectors = {beans.get(i).getName() for i in range(beans.size())}
+    assert collectors == {"PS Scavenge", "PS MarkSweep"}
