@@ -70,8 +70,9 @@ def build_spark_session(
     cores = local_cores(master)
     if cores is not None:
         # The driver JVM runs every task of a local master. The throughput collector, not the default G1, whose
-        # concurrent marking and write barriers take CPU from the tasks (Delta at 100k batches on local[2]: G1
-        # 16.7k rec/s, G1 with a 3 GB heap 18.4k, Serial 18.9k, Parallel 19.8-20.0k with 1, 2 or 3 GB).
+        # concurrent marking and write barriers take CPU from the tasks (Delta at 100k batches on local[2], runs
+        # alternating G1/Parallel: 11.4k/11.7k and 11.0k/13.4k rec/s on a loaded machine; earlier, one after the
+        # other: G1 16.7k, Serial 18.9k, Parallel 19.8-20.0k with a 1, 2 or 3 GB heap).
         builder = builder.config("spark.driver.extraJavaOptions", LOCAL_DRIVER_JAVA_OPTIONS)
         # One shuffle partition per core: a micro-batch's shuffles are small, and each extra task costs more than
         # it spreads (measured on local[2], Delta at 100k batches: 4 partitions 14.6-14.7k rec/s, 2: 15.2-15.9k).
