@@ -60,7 +60,7 @@ GUARD = "s._seq > t._seq OR t._seq IS NULL"
 #: snapshot with 2 partitions instead of 50 (a micro-batch table's log is short and checkpointed; measured 4 s →
 #: 0.8 s per read on local[2]), and do not materialize the MERGE source (it is a deterministic local frame).
 #: No data skipping and no runtime Bloom filters: the job's scans are joins on the primary key, which neither
-#: prunes, but both plan a job over the table's file statistics for every new table version (the optimizer's
+#: prunes, but both have the optimizer read the table's file statistics for every new table version (its
 #: rules took 15.7 s → 9.8 s over a run of 100k batches; Delta at 100k batches, 4 alternating pairs in one
 #: JVM on a loaded machine: 12.7k/13.4k, 10.9k/11.0k, 13.2k/13.3k, 11.3k/13.7k rec/s without/with). This
 #: session only: the purge's delete then reads every file; other readers keep their own settings.
