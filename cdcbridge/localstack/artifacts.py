@@ -1,7 +1,8 @@
 """Fetch the JVM pieces from Maven Central through the poms in deploy/ (never a hard-coded download URL).
 
-Each component's files land in `<cache>/jvm/<component>/`; a marker holding a hash of the pom makes a second run
-re-use them and a changed pom fetch again. Maven's own local repository (~/.m2) caches the downloads themselves.
+Each component's files land in `<cache>/jvm/<component>/`; a marker holding a hash of the pom (and of the sources
+a component builds, such as the Spark kernel under deploy/spark/src) makes a second run re-use them and a changed
+pom or source build again. Maven's own local repository (~/.m2) caches the downloads themselves.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ def component_dir(component: str) -> Path:
 def _pom_digest(pom: Path) -> str:
     settings = deploy_dir() / "maven-settings.xml"
     digest = hashlib.sha256(pom.read_bytes())
+    sources = pom.parent / "src"
+    for source in sorted(p for p in sources.rglob("*") if p.is_file()):
+        digest.update(str(source.relative_to(sources)).encode() + b"\0" + source.read_bytes())
     if settings.exists():
         digest.update(settings.read_bytes())
     return digest.hexdigest()
@@ -51,12 +55,14 @@ def ensure_component(component: str, *, log: Path | None = None) -> Path:
     log = log or target.parent / f"{component}-maven.log"
     command = [
         mvn, "-B", "-q", "-s", str(deploy_dir() / "maven-settings.xml"), "-f", str(pom), "package",
-        f"-Djars.dir={target}", f"-Dregistry.dir={target}",
+        f"-Djars.dir={target}", f"-Dregistry.dir={target}", f"-Dbuild.dir={target.parent / (component + '-build')}",
     ]  # fmt: skip
     with log.open("w") as out:
         result = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
     if result.returncode != 0:
-        raise StackError(f"Maven could not fetch the {component} artifacts (exit {result.returncode}); see {log}")
+        raise StackError(
+            f"Maven could not fetch or build the {component} artifacts (exit {result.returncode}); see {log}"
+        )
     marker.write_text(digest + "\n")
     return target
 

@@ -1,10 +1,12 @@
 # One image for the emulator, the bridge workers and the Spark apply job.
-# Stage 1 fetches the Spark connector jars from Maven Central with the same pom the local stack uses.
+# Stage 1 fetches the Spark connector jars from Maven Central and builds our Spark kernel with the same pom the
+# local stack uses.
 FROM maven:3.9-eclipse-temurin-17 AS jars
 WORKDIR /build
-COPY deploy/spark/pom.xml deploy/spark/pom.xml
+COPY deploy/spark deploy/spark
 COPY deploy/maven-settings.xml deploy/maven-settings.xml
-RUN mvn -B -q -s deploy/maven-settings.xml -f deploy/spark/pom.xml package -Djars.dir=/opt/cdcbridge/jars
+RUN mvn -B -q -s deploy/maven-settings.xml -f deploy/spark/pom.xml package -Djars.dir=/opt/cdcbridge/jars \
+    -Dbuild.dir=/build/target
 
 FROM python:3.11-slim-bookworm
 # Spark 4 needs a JDK 17 (SPARK-49117); curl serves the healthchecks; gcc builds the two C accelerators

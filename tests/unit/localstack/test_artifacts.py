@@ -47,6 +47,23 @@ def test_second_run_reuses_the_cache_and_a_changed_pom_refetches(dirs: Path, mon
     assert "-s" in calls[0] and calls[0][calls[0].index("-f") + 1].endswith("deploy/kafka/pom.xml")
 
 
+def test_a_changed_source_file_rebuilds_and_builds_outside_the_checkout(
+    dirs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _fake_mvn(dirs, monkeypatch)
+    source = dirs / "deploy" / "kafka" / "src" / "main" / "java" / "Kernel.java"
+    source.parent.mkdir(parents=True)
+    source.write_text("class Kernel {}")
+    artifacts.ensure_component("kafka")
+    artifacts.ensure_component("kafka")
+    assert len(calls) == 1
+    source.write_text("class Kernel { int changed; }")
+    artifacts.ensure_component("kafka")
+    assert len(calls) == 2
+    build_dir = next(a.split("=", 1)[1] for a in calls[0] if a.startswith("-Dbuild.dir="))
+    assert Path(build_dir) == dirs / "cache" / "jvm" / "kafka-build"
+
+
 def test_missing_maven_says_how_to_install_it(dirs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(artifacts.shutil, "which", lambda name: None)
     with pytest.raises(StackError, match=r"Maven \(`mvn`\) is not installed; install it with `apt-get install maven`"):
@@ -56,7 +73,7 @@ def test_missing_maven_says_how_to_install_it(dirs: Path, monkeypatch: pytest.Mo
 def test_a_failed_fetch_names_the_log_and_leaves_no_marker(dirs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_mvn(dirs, monkeypatch, exit_code=1)
     with pytest.raises(
-        StackError, match=r"Maven could not fetch the kafka artifacts \(exit 1\); see .*kafka-maven.log"
+        StackError, match=r"Maven could not fetch or build the kafka artifacts \(exit 1\); see .*kafka-maven.log"
     ):
         artifacts.ensure_component("kafka")
     assert not (dirs / "cache" / "jvm" / "kafka" / ".complete").exists()
