@@ -73,8 +73,9 @@ def fold_rows(grouped: DataFrame, current: DataFrame | None) -> DataFrame:
     if current is None:
         joined = grouped.withColumn("cur", F.lit(None).cast(STATE_TYPE))
     else:
-        # Only the target rows of the batch's keys: a semi-join with the keys broadcast, which Spark pushes below
-        # the target's conversion into `cur`, so a large table is scanned once and neither converted nor shuffled
+        # Only the target rows of the batch's keys: a semi-join with the keys broadcast, so a large table is
+        # scanned once and not shuffled. Spark converts each scanned row into `cur` before matching it (the key
+        # it matches on is computed in the same projection), which is why Delta converts with compiled code
         # (`grouped` should be persisted, or the keys are computed from Kafka a second time).
         keys = F.broadcast(grouped.select("table", "pk").where(F.col("table").isNotNull()))
         wanted = current.join(keys, on=["table", "pk"], how="left_semi").select("table", "pk", "cur")
