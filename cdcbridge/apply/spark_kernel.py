@@ -27,8 +27,10 @@ class KernelFunction:
     return_type: str
 
     def register(self, spark: SparkSession) -> None:
-        """Register the function in `spark`; a Spark that lacks the kernel jar gets an error saying how to
-        build it."""
+        """Register the function in `spark` unless it is there already (registering again makes Spark log a
+        warning); a Spark that lacks the kernel jar gets an error saying how to build it."""
+        if spark.catalog.functionExists(self.name):
+            return
         try:
             spark.udf.registerJavaFunction(self.name, self.java_class, self.return_type)
         except Exception as error:  # Spark's AnalysisException (or Py4J's error) when the class is not loadable

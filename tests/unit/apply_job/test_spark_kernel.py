@@ -19,13 +19,23 @@ class _Udf:
         self.registered.append((name, java_class, return_type))
 
 
+class _Catalog:
+    def __init__(self, udf: _Udf) -> None:
+        self.udf = udf
+
+    def functionExists(self, name: str) -> bool:
+        return any(registered == name for registered, _, _ in self.udf.registered)
+
+
 class _Spark:
     def __init__(self, error: Exception | None = None) -> None:
         self.udf = _Udf(error)
+        self.catalog = _Catalog(self.udf)
 
 
-def test_the_fold_is_registered_under_its_name_with_its_result_type() -> None:
+def test_the_fold_is_registered_once_under_its_name_with_its_result_type() -> None:
     spark = _Spark()
+    FOLD.register(spark)  # type: ignore[arg-type]
     FOLD.register(spark)  # type: ignore[arg-type]
     assert spark.udf.registered == [("cdcbridge_fold_row", "io.cdcbridge.spark.FoldRow", RESULT_TYPE)]
 

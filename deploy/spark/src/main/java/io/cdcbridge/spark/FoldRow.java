@@ -37,7 +37,7 @@ public final class FoldRow implements UDF2<Seq<Row>, Row, Row> {
     /** Sort order of a row's operations: seq_key, then a message before a tombstone, then Kafka position. */
     private static final Comparator<Row> SEQ_ORDER = Comparator
             .comparing((Row op) -> op.getString(Q))
-            .thenComparing(op -> op.getBoolean(T))
+            .thenComparing(op -> flag(op, T))
             .thenComparing(op -> op.isNullAt(P) ? Integer.MAX_VALUE : op.getInt(P))
             .thenComparing(op -> op.isNullAt(O) ? Long.MAX_VALUE : op.getLong(O));
 
@@ -69,8 +69,13 @@ public final class FoldRow implements UDF2<Seq<Row>, Row, Row> {
             state.apply(op);
         }
         return RowFactory.create(
-                state.columns(), state.deleted, state.seq, state.ts,
+                state.cols, state.deleted, state.seq, state.ts,
                 received.size() - withSeq.size(), duplicates, stale, state.applied, state.redundant, state.error);
+    }
+
+    /** A boolean field of an operation; null counts as false. */
+    private static boolean flag(Row op, int field) {
+        return !op.isNullAt(field) && op.getBoolean(field);
     }
 
     /** A row's state while its operations are folded onto it. */
@@ -95,29 +100,25 @@ public final class FoldRow implements UDF2<Seq<Row>, Row, Row> {
             }
         }
 
-        Map<String, Row> columns() {
-            return cols;
-        }
-
         void apply(Row op) {
-            boolean rowDeleted = op.getBoolean(D);
-            if (rowDeleted && op.getBoolean(T) && deleted) {
+            boolean rowDeleted = flag(op, D);
+            if (rowDeleted && flag(op, T) && deleted) {
                 redundant++;  // a tombstone of a row that is already deleted changes nothing
                 return;
             }
             if (rowDeleted) {
                 cols = new LinkedHashMap<>();
                 deleted = true;
-            } else if (op.getBoolean(I) && !op.getBoolean(PA)) {
+            } else if (flag(op, I) && !flag(op, PA)) {
                 Map<String, Row> image = new LinkedHashMap<>();
                 for (Row cell : cells(op)) {
                     image.put(cell.getString(CELL_NAME), entry(cell.get(CELL_VALUE), version(cell)));
                 }
                 cols = image;
                 deleted = false;
-            } else if (!(deleted && !op.getBoolean(R) && !op.getBoolean(W))) {
+            } else if (!(deleted && !flag(op, R) && !flag(op, W))) {
                 // A deleted row stays deleted (cells not applied) unless the operation replaces it or writes.
-                if (op.getBoolean(R) || (deleted && op.getBoolean(W))) {
+                if (flag(op, R) || (deleted && flag(op, W))) {
                     cols = new LinkedHashMap<>();
                 }
                 deleted = false;
@@ -137,7 +138,8 @@ public final class FoldRow implements UDF2<Seq<Row>, Row, Row> {
             Row held = cols.get(name);
             Long heldVersion = held == null ? null : (Long) held.get(1);
             Long version = version(cell);
-            switch (cell.getString(CELL_OP)) {
+            String kind = cell.getString(CELL_OP);
+            switch (kind == null ? "" : kind) {
                 case "PUT" -> {
                     if (heldVersion == null || version == null || version >= heldVersion) {
                         cols.put(name, entry(cell.get(CELL_VALUE), version));
