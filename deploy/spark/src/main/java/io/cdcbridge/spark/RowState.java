@@ -57,7 +57,8 @@ public final class RowState implements UDF1<Row, Row> {
 
     private Layout layoutOf(StructType schema) {
         Layout known = layout;
-        if (known != null && known.schema().equals(schema)) {
+        // Every row of a table carries the same schema object: compare by reference before comparing fields.
+        if (known != null && (known.schema() == schema || known.schema().equals(schema))) {
             return known;
         }
         int attributes = schema.fields().length - 4;
