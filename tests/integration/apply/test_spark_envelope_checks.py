@@ -43,8 +43,8 @@ def _first_column(**fields: Any) -> Flaw:
 COMMON_FLAWS: dict[str, Flaw] = {
     "empty table": lambda m: m["source"].update(table=""),
     "no pk": lambda m: m.update(pk=[]),
-    "empty pk name": lambda m: m["pk"][0].update(name=""),
-    "pk name twice": lambda m: m.update(pk=[m["pk"][0], {**m["pk"][0], "value": 9}]),
+    "empty pk name": lambda m: m["pk"][:1] and m["pk"][0].update(name=""),
+    "pk name twice": lambda m: m["pk"][:1] and m.update(pk=[m["pk"][0], {**m["pk"][0], "value": 9}]),
     "letter in seq_key": lambda m: m["seq"].update(seq_key="x" + m["seq"]["seq_key"][1:]),
     "short seq_key": lambda m: m["seq"].update(seq_key=m["seq"]["seq_key"][1:]),
     "seq_key with a newline": lambda m: m["seq"].update(seq_key=m["seq"]["seq_key"][:-1] + "\n"),
