@@ -32,6 +32,7 @@ from cdcbridge.apply.micro_batch import FRESHNESS_QUANTILES, BatchReport
 from cdcbridge.apply.operations import MessageFormat
 from cdcbridge.apply.routing import TopicRouting
 from cdcbridge.apply.spark_fold import fold_rows, grouped_operations
+from cdcbridge.apply.spark_kernel import KernelFunction
 from cdcbridge.apply.spark_operations import normalized_operations
 from cdcbridge.apply.targets.base import FoldedTable, SparkFoldTarget
 from cdcbridge.apply.writer_schemas import WriterSchema
@@ -39,11 +40,14 @@ from cdcbridge.apply.writer_schemas import WriterSchema
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-_VALUE_TYPE = (
-    "CASE WHEN {v}.z IS NOT NULL THEN 'boolean' WHEN {v}.l IS NOT NULL THEN 'bigint' "
-    "WHEN {v}.d IS NOT NULL THEN 'double' WHEN {v}.s IS NOT NULL THEN 'string' ELSE 'binary' END"
-)
-_PK_TYPE = "CASE WHEN {v}.l IS NOT NULL THEN 'bigint' WHEN {v}.s IS NOT NULL THEN 'string' ELSE 'binary' END"
+_NAMED_TYPES = "array<struct<n:string,t:string>>"
+#: A changed row's shape: its attribute columns and primary key as (name, Spark type name), and whether two column
+#: names differ only in case.
+SHAPE_TYPE = f"struct<cols:{_NAMED_TYPES},pk:{_NAMED_TYPES},case_conflict:boolean>"
+#: The shape, compiled (deploy/spark/src/main/java/io/cdcbridge/spark/RowShape.java) rather than ``transform``
+#: over each row's map entries and key, which Spark interprets: the per-table summary of a 100k-message batch into
+#: Delta, both run on the same folded batch, median 0.49 → 0.36 s (faster in 15 of 16 batches).
+ROW_SHAPE = KernelFunction("cdcbridge_row_shape", "io.cdcbridge.spark.RowShape", SHAPE_TYPE)
 _STAT_COLUMNS = ("tombstones_without_seq", "duplicates", "stale", "applied", "tombstones_redundant")
 
 
@@ -147,24 +151,18 @@ class SparkBatchApplier:
         from pyspark.sql import functions as F
 
         changed = F.col("applied") > 0
-        value_type = _VALUE_TYPE.format(v="e.value.v")
-        pk_type = _PK_TYPE.format(v="p.v")
-        column_set = f"transform(map_entries(row.cols), e -> named_struct('n', e.key, 't', {value_type}))"
+        ROW_SHAPE.register(folded.sparkSession)
         rows = (
             folded.where(F.col("table").isNotNull())
+            .withColumn("_shape", F.when(changed, ROW_SHAPE(F.col("pk"), F.col("row.cols"))))
             .groupBy("table")
             .agg(
                 *[F.sum(name).alias(name) for name in _STAT_COLUMNS],
                 F.count_if("error").alias("errors"),
                 F.count_if(changed).alias("rows_changed"),
-                F.collect_set(F.when(changed, F.expr(column_set))).alias("column_sets"),
-                F.collect_set(
-                    F.when(changed, F.expr(f"transform(pk, p -> named_struct('n', p.n, 't', {pk_type}))"))
-                ).alias("pk_sets"),
-                F.count_if(
-                    changed
-                    & F.expr("size(array_distinct(transform(map_keys(row.cols), k -> lower(k)))) != size(row.cols)")
-                ).alias("case_conflicts"),
+                F.collect_set("_shape.cols").alias("column_sets"),
+                F.collect_set("_shape.pk").alias("pk_sets"),
+                F.count_if(F.coalesce(F.col("_shape.case_conflict"), F.lit(False))).alias("case_conflicts"),
                 F.percentile_approx(F.when(changed, F.col("row.ts")), list(FRESHNESS_QUANTILES)).alias("ts_quantiles"),
             )
             .collect()

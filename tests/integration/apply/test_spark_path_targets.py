@@ -13,7 +13,7 @@ import pytest
 from cdcbridge.apply.micro_batch import MicroBatchApplier
 from cdcbridge.apply.operations import MessageFormat
 from cdcbridge.apply.policy import BadInputPolicy
-from cdcbridge.apply.spark_batch import SparkBatchApplier
+from cdcbridge.apply.spark_batch import ReferencePathNeeded, SparkBatchApplier
 from cdcbridge.apply.spark_decode import decoded_records
 from cdcbridge.apply.targets.delta import DeltaTarget
 from cdcbridge.apply.targets.postgres import PostgresTarget
@@ -91,3 +91,26 @@ def test_both_paths_write_and_read_back_the_same_rows(spark, postgres, tmp_path,
     assert rows[KEYS[2]].columns["big"].value == 1e300 and rows[KEYS[2]].columns["blob"].value == EDGE["blob"]
     for made in (reference, candidate):
         made.close()
+
+
+@pytest.mark.parametrize(
+    ("key", "cells", "reason"),
+    [
+        (KEYS[1], [put("count", "seven", 11)], r"column 'count' \(string\) does not match the table's"),
+        (KEYS[1], [put("Label", 1, 11), put("label", 2, 11)], "differ only in case"),
+        ((("region", "eu"), ("tag", "text"), ("id", 1)), [put("count", 1, 11)], "primary keys .* differ"),
+    ],
+)
+def test_rows_the_delta_table_would_refuse_go_to_the_reference_path_unwritten(spark, tmp_path, key, cells, reason):
+    """The per-table summary (RowShape.java) sees each changed row's column types, key types and case clashes."""
+    target = DeltaTarget(spark, str(tmp_path / "t"))
+    spark_path = SparkBatchApplier(target, routing(MessageFormat.MUTATE_LOG), "app")
+    first = [(0, with_pk(mutation(10, "PUT", [put("count", 1, 10), put("ratio", 0.5, 10)]), KEYS[0]))]
+    report = spark_path.apply(0, batch_frame(spark, MessageFormat.MUTATE_LOG, first), SCHEMAS)
+    assert report.rows_written == 1
+    refused = [(0, with_pk(mutation(11, "UPDATE", cells), key))]
+    with pytest.raises(ReferencePathNeeded, match=reason):
+        spark_path.apply(1, batch_frame(spark, MessageFormat.MUTATE_LOG, refused), SCHEMAS)
+    assert target.read_marker(TABLE, "app").batch_id == 0
+    assert set(target.read_rows(TABLE, [KEYS[0], KEYS[1]])) == {KEYS[0]}
+    target.close()
