@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
+import java.util.function.Function;
 
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
@@ -40,7 +41,6 @@ final class Envelope {
 
     /** Where an envelope struct type keeps the fields both formats share. */
     static final class Layout {
-        final StructType type;
         final int source;
         final int table;
         final int seq;
@@ -54,7 +54,6 @@ final class Envelope {
         final int rowDeleted;
 
         Layout(StructType type) {
-            this.type = type;
             source = type.fieldIndex("source");
             table = struct(type, source).fieldIndex("table");
             seq = type.fieldIndex("seq");
@@ -71,12 +70,38 @@ final class Envelope {
             pkUnion = new Union(struct(pkItem, pkValue), PK_MEMBERS);
             rowDeleted = type.fieldIndex("row_deleted");
         }
+    }
 
-        /** This layout when `other` is the struct type it was built from (compared by reference first: every
-         * envelope of a column shares one type object). */
-        boolean fits(StructType other) {
-            return type == other || type.equals(other);
+    /** A UDF's layout of the last envelope type it saw, built again only when the type changes (compared by
+     * reference first: every envelope of a column shares one type object). */
+    static final class Layouts<L> {
+        private final Function<StructType, L> build;
+        private StructType type;
+        private L layout;
+
+        Layouts(Function<StructType, L> build) {
+            this.build = build;
         }
+
+        L of(StructType envelope) {
+            if (layout == null || !(type == envelope || type.equals(envelope))) {
+                layout = build.apply(envelope);
+                type = envelope;
+            }
+            return layout;
+        }
+    }
+
+    /** What every valid envelope carries besides its own fields: its row's key, its seq_key and its time. */
+    record Head(List<Row> pk, String seqKey, long ts) {
+    }
+
+    /** The envelope's {@link Head}, or null when its table, key, seq or timestamp breaks a rule. */
+    static Head head(Row envelope, Layout at) {
+        List<Row> pk = table(envelope, at) == null ? null : primaryKey(envelope, at);
+        String seqKey = pk == null ? null : seqKey(envelope, at);
+        Long ts = seqKey == null ? null : timestampMillis(envelope, at);
+        return ts == null ? null : new Head(pk, seqKey, ts);
     }
 
     /** An Avro union decoded as a struct of members, converted to one of our unions by member name. */

@@ -17,11 +17,12 @@ import org.apache.spark.sql.types.StructType;
  * <p>The image's columns become cells: a value is a PUT, a null without version a DELETE_ALL_VERSION, a null with
  * version a DELETE_ONE_VERSION (nulls only in a partial image). Arguments and result as {@link MutationOp}.
  */
-public final class ImageOp implements UDF3<Row, Integer, Long, Row> {
+public final class ImageOp extends EnvelopeFunction<ImageOp.Layout>
+        implements UDF3<Row, Integer, Long, Row> {
     private static final long serialVersionUID = 1L;
 
     /** Where a RECORD_IMAGE envelope keeps its own fields, next to the shared ones. */
-    private static final class Layout {
+    static final class Layout {
         final Envelope.Layout common;
         final int columns;
         final int partial;
@@ -40,19 +41,15 @@ public final class ImageOp implements UDF3<Row, Integer, Long, Row> {
         }
     }
 
-    private transient Layout layout;
+    @Override
+    Layout layout(StructType envelope) {
+        return new Layout(envelope);
+    }
 
     @Override
-    public Row call(Row envelope, Integer partition, Long offset) {
-        if (envelope == null) {
-            return null;
-        }
-        Layout at = layoutOf(envelope.schema());
-        String table = Envelope.table(envelope, at.common);
-        List<Row> pk = Envelope.primaryKey(envelope, at.common);
-        String seqKey = Envelope.seqKey(envelope, at.common);
-        Long ts = Envelope.timestampMillis(envelope, at.common);
-        if (table == null || pk == null || seqKey == null || ts == null || envelope.isNullAt(at.columns)) {
+    Row operation(Row envelope, Layout at, Integer partition, Long offset) {
+        Envelope.Head head = Envelope.head(envelope, at.common);
+        if (head == null || envelope.isNullAt(at.columns)) {
             return null;
         }
         boolean deleted = Envelope.flag(envelope, at.common.rowDeleted);
@@ -77,16 +74,8 @@ public final class ImageOp implements UDF3<Row, Integer, Long, Row> {
             cells.add(RowFactory.create(column.getKey(), kind, value, version, null));
             writes |= value != null;
         }
-        Row op = RowFactory.create(seqKey, false, partition, offset, ts, deleted, true, false, partial, writes, cells);
-        return RowFactory.create(pk, op);
-    }
-
-    private Layout layoutOf(StructType envelope) {
-        Layout known = layout;
-        if (known == null || !known.common.fits(envelope)) {
-            known = new Layout(envelope);
-            layout = known;
-        }
-        return known;
+        Row op = RowFactory.create(head.seqKey(), false, partition, offset, head.ts(), deleted, true, false, partial,
+                writes, cells);
+        return RowFactory.create(head.pk(), op);
     }
 }

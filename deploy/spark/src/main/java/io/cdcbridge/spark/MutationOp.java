@@ -18,14 +18,15 @@ import org.apache.spark.sql.types.StructType;
  * Result: {@code struct<pk, op>} (spark_operations.ENVELOPE_OP_TYPE), or null when the envelope breaks a rule
  * (the job leaves it to the reference path, which says what is wrong).
  */
-public final class MutationOp implements UDF3<Row, Integer, Long, Row> {
+public final class MutationOp extends EnvelopeFunction<MutationOp.Layout>
+        implements UDF3<Row, Integer, Long, Row> {
     private static final long serialVersionUID = 1L;
     private static final Set<String> TYPES = Set.of("PUT", "UPDATE", "DELETE", "INCREMENT");
     private static final Set<String> CELL_OPS = Set.of("PUT", "DELETE_ONE_VERSION", "DELETE_ALL_VERSION", "INCREMENT");
     private static final int LONG_MEMBER = 1;
 
     /** Where a MUTATE_LOG envelope keeps its own fields, next to the shared ones. */
-    private static final class Layout {
+    static final class Layout {
         final Envelope.Layout common;
         final int type;
         final int replaceRow;
@@ -52,21 +53,16 @@ public final class MutationOp implements UDF3<Row, Integer, Long, Row> {
         }
     }
 
-    private transient Layout layout;
+    @Override
+    Layout layout(StructType envelope) {
+        return new Layout(envelope);
+    }
 
     @Override
-    public Row call(Row envelope, Integer partition, Long offset) {
-        if (envelope == null) {
-            return null;
-        }
-        Layout at = layoutOf(envelope.schema());
-        String table = Envelope.table(envelope, at.common);
-        List<Row> pk = Envelope.primaryKey(envelope, at.common);
-        String seqKey = Envelope.seqKey(envelope, at.common);
-        Long ts = Envelope.timestampMillis(envelope, at.common);
+    Row operation(Row envelope, Layout at, Integer partition, Long offset) {
+        Envelope.Head head = Envelope.head(envelope, at.common);
         String type = envelope.isNullAt(at.type) ? null : envelope.getString(at.type);
-        if (table == null || pk == null || seqKey == null || ts == null || !TYPES.contains(type)
-                || envelope.isNullAt(at.cells)) {
+        if (head == null || !TYPES.contains(type) || envelope.isNullAt(at.cells)) {
             return null;
         }
         boolean deleted = Envelope.flag(envelope, at.common.rowDeleted);
@@ -78,16 +74,16 @@ public final class MutationOp implements UDF3<Row, Integer, Long, Row> {
         List<Row> converted = new ArrayList<>(cells.size());
         boolean writes = false;
         for (Row cell : cells) {
-            Row out = cell == null ? null : cell(cell, at, ts);
+            Row out = cell == null ? null : cell(cell, at, head.ts());
             if (out == null) {
                 return null;
             }
             converted.add(out);
             writes |= isWrite(out.getString(1));
         }
-        Row op = RowFactory.create(seqKey, false, partition, offset, ts, deleted, false, replace, false, writes,
-                converted);
-        return RowFactory.create(pk, op);
+        Row op = RowFactory.create(head.seqKey(), false, partition, offset, head.ts(), deleted, false, replace, false,
+                writes, converted);
+        return RowFactory.create(head.pk(), op);
     }
 
     /** One cell as spark_operations.CELL_TYPE (a PUT or INCREMENT without version takes the message's time, as
@@ -116,14 +112,5 @@ public final class MutationOp implements UDF3<Row, Integer, Long, Row> {
 
     private static boolean isWrite(String kind) {
         return kind.equals("PUT") || kind.equals("INCREMENT");
-    }
-
-    private Layout layoutOf(StructType envelope) {
-        Layout known = layout;
-        if (known == null || !known.common.fits(envelope)) {
-            known = new Layout(envelope);
-            layout = known;
-        }
-        return known;
     }
 }
