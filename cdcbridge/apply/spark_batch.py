@@ -162,7 +162,7 @@ class SparkBatchApplier:
                 F.count_if(changed).alias("rows_changed"),
                 F.collect_set("_shape.cols").alias("column_sets"),
                 F.collect_set("_shape.pk").alias("pk_sets"),
-                F.count_if(F.coalesce(F.col("_shape.case_conflict"), F.lit(False))).alias("case_conflicts"),
+                F.count_if("_shape.case_conflict").alias("case_conflicts"),
                 F.percentile_approx(F.when(changed, F.col("row.ts")), list(FRESHNESS_QUANTILES)).alias("ts_quantiles"),
             )
             .collect()

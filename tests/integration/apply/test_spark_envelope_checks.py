@@ -4,6 +4,7 @@ accepts it, so everything the reference path would refuse reaches it (and is rai
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -99,19 +100,11 @@ def flawed_batches(draw: st.DrawFn) -> tuple[MessageFormat, list[tuple[dict, dic
     messages = []
     for _ in range(draw(st.integers(1, 12))):
         original = draw(st.sampled_from(valid))
-        message = _copy(original)
+        message = copy.deepcopy(original)
         for name in draw(st.lists(st.sampled_from(sorted(flaws)), max_size=2)):
             flaws[name](message)
         messages.append((original, message))
     return message_format, messages
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: _copy(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_copy(item) for item in value]
-    return value
 
 
 def flawed_frame(spark: Any, message_format: MessageFormat, pairs: list[tuple[dict, dict]]) -> Any:
@@ -158,7 +151,7 @@ def test_every_flaw_alone_is_left_to_the_reference_path(spark) -> None:
         names = sorted({**COMMON_FLAWS, **own})
         messages = []
         for name in names:
-            message = _copy(valid)
+            message = copy.deepcopy(valid)
             {**COMMON_FLAWS, **own}[name](message)
             messages.append((valid, message))
         frame = flawed_frame(spark, message_format, messages)

@@ -11,7 +11,6 @@ import java.util.function.Function;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.types.ArrayType;
-import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.MapType;
 import org.apache.spark.sql.types.StructType;
 
@@ -144,8 +143,7 @@ final class Envelope {
     }
 
     static StructType mapValues(StructType type, int field) {
-        DataType values = ((MapType) type.fields()[field].dataType()).valueType();
-        return (StructType) values;
+        return (StructType) ((MapType) type.fields()[field].dataType()).valueType();
     }
 
     /** A boolean field; null counts as false (the Avro default). */
