@@ -48,18 +48,27 @@ FOLD = KernelFunction("cdcbridge_fold_row", "io.cdcbridge.spark.FoldRow", RESULT
 def grouped_operations(normalized: DataFrame) -> DataFrame:
     """One row per target row (``table``, ``pk``) with its operations (``ops``) and what was set aside: counts
     of ``messages``, ``python`` and ``other`` messages and the ``unknown_sids``. Messages that are no operation
-    have a null table and key, so they all land in one row (with no operations)."""
+    have a null table and key, so they all land in one row (with no operations).
+
+    The key's hash leads the grouping key: with more than a few hundred rows per task Spark's aggregation of
+    ``collect_list`` falls back to sorting by the grouping key, and comparing a long first leaves the generic
+    comparison of ``pk`` (an array of structs) to hash collisions (the decode-and-group job on 138k cached
+    messages, 6 alternating runs in one JVM: median 4.58 → 4.29 s)."""
     from pyspark.sql import functions as F
 
     from cdcbridge.apply.spark_operations import OTHER, PYTHON, UNKNOWN_SID
 
     kind = F.col("_class")
-    return normalized.groupBy("table", "pk").agg(
-        F.collect_list("op").alias("ops"),
-        F.count(F.lit(1)).alias("messages"),
-        F.count_if(kind == PYTHON).alias("python"),
-        F.count_if(kind == OTHER).alias("other"),
-        F.collect_set(F.when(kind == UNKNOWN_SID, F.col("_sid"))).alias("unknown_sids"),
+    return (
+        normalized.groupBy(F.xxhash64("table", "pk").alias("_row_hash"), "table", "pk")
+        .agg(
+            F.collect_list("op").alias("ops"),
+            F.count(F.lit(1)).alias("messages"),
+            F.count_if(kind == PYTHON).alias("python"),
+            F.count_if(kind == OTHER).alias("other"),
+            F.collect_set(F.when(kind == UNKNOWN_SID, F.col("_sid"))).alias("unknown_sids"),
+        )
+        .drop("_row_hash")
     )
 
 
