@@ -163,6 +163,7 @@ class SparkBatchApplier:
                 F.collect_set("_shape.cols").alias("column_sets"),
                 F.collect_set("_shape.pk").alias("pk_sets"),
                 F.count_if("_shape.case_conflict").alias("case_conflicts"),
+                F.collect_set(F.when(changed, F.col("file"))).alias("files"),
                 F.percentile_approx(F.when(changed, F.col("row.ts")), list(FRESHNESS_QUANTILES)).alias("ts_quantiles"),
             )
             .collect()
@@ -179,6 +180,7 @@ class SparkBatchApplier:
                 errors=row["errors"],
                 source_ts_quantiles=tuple(int(ts) for ts in row["ts_quantiles"] or () if ts is not None),
                 rows=folded.where((F.col("table") == row["table"]) & changed).select("pk", "row"),
+                files=frozenset(row["files"]),
             )
         return tables
 

@@ -74,20 +74,23 @@ def grouped_operations(normalized: DataFrame) -> DataFrame:
 
 def fold_rows(grouped: DataFrame, current: DataFrame | None) -> DataFrame:
     """Fold each row's operations (:func:`grouped_operations`) onto its current state (``table``, ``pk``,
-    ``cur``; None: the target holds none of the tables). Keeps ``table``, ``pk`` and ``messages`` and adds
-    ``tombstones_without_seq``, ``duplicates``, ``stale``, ``applied``, ``tombstones_redundant``, ``error`` and
-    ``row`` (:data:`STATE_TYPE`, the state after the fold)."""
+    ``cur``, optionally ``file``; None: the target holds none of the tables). Keeps ``table``, ``pk`` and
+    ``messages`` and adds ``tombstones_without_seq``, ``duplicates``, ``stale``, ``applied``,
+    ``tombstones_redundant``, ``error``, ``row`` (:data:`STATE_TYPE`, the state after the fold) and ``file``
+    (the target file holding the row, null for a new row or a target that names none)."""
     from pyspark.sql import functions as F
 
+    no_file = F.lit(None).cast("string").alias("file")
     if current is None:
-        joined = grouped.withColumn("cur", F.lit(None).cast(STATE_TYPE))
+        joined = grouped.withColumn("cur", F.lit(None).cast(STATE_TYPE)).withColumn("file", no_file)
     else:
         # Only the target rows of the batch's keys: a semi-join with the keys broadcast, so a large table is
         # scanned once and not shuffled. Spark converts each scanned row into `cur` before matching it (the key
         # it matches on is computed in the same projection), which is why Delta converts with compiled code
         # (`grouped` should be persisted, or the keys are computed from Kafka a second time).
         keys = F.broadcast(grouped.select("table", "pk").where(F.col("table").isNotNull()))
-        wanted = current.join(keys, on=["table", "pk"], how="left_semi").select("table", "pk", "cur")
+        file = F.col("file") if "file" in current.columns else no_file
+        wanted = current.join(keys, on=["table", "pk"], how="left_semi").select("table", "pk", "cur", file)
         joined = grouped.join(wanted, on=["table", "pk"], how="left")
     FOLD.register(grouped.sparkSession)  # a micro-batch's session is a clone of the job's
     folded = joined.withColumn("folded", FOLD(F.col("ops"), F.col("cur")))
@@ -102,4 +105,5 @@ def fold_rows(grouped: DataFrame, current: DataFrame | None) -> DataFrame:
         F.col("folded.redundant").alias("tombstones_redundant"),
         F.col("folded.err").alias("error"),
         F.expr("named_struct('cols', folded.cols, 'del', folded.del, 'seq', folded.seq, 'ts', folded.ts)").alias("row"),
+        "file",
     )

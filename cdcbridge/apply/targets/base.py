@@ -38,6 +38,8 @@ class FoldedTable:
     errors: int
     source_ts_quantiles: tuple[int, ...]
     rows: DataFrame
+    #: The target files holding the changed rows, for a target whose current rows name them (``file``).
+    files: frozenset[str] = frozenset()
 
     @property
     def rows_changed(self) -> int:
@@ -103,8 +105,9 @@ class SparkFoldTarget(ApplyTarget):
     @abstractmethod
     def current_rows(self, tables: Collection[str], grouped: DataFrame) -> DataFrame | None:
         """The stored rows of `tables` as ``table``, ``pk``, ``cur`` (:data:`~cdcbridge.apply.spark_fold.
-        STATE_TYPE`), at least those whose (table, pk) is in `grouped` (the batch's rows); None if the target
-        holds none of the tables. Lazy where it can be: Spark evaluates it inside the fold's job."""
+        STATE_TYPE`) and optionally ``file`` (the file holding the row), at least those whose (table, pk) is in
+        `grouped` (the batch's rows); None if the target holds none of the tables. Lazy where it can be: Spark
+        evaluates it inside the fold's job."""
 
     @abstractmethod
     def refusal(self, folded: FoldedTable) -> str | None:

@@ -18,6 +18,14 @@ fold's state by compiled code (:data:`ROW_STATE`; the Spark SQL it replaces, ``m
 2.0 → 1.3 s and 3.3 → 2.3 s of CPU) and matched to the batch's keys (broadcast); the MERGE source is the folded
 frame itself, and nothing passes through Python. Copy-on-write, not deletion vectors: measured on 2 cores with
 ~250k-row tables, a MERGE of 65k rows took 2.4-2.9 s copy-on-write and 4.2-5.2 s with deletion vectors.
+
+When the changed rows lie in every file of the version the fold read (the fold's scan names each row's file), a
+MERGE would rewrite the whole table anyway, after a scan for the files to rewrite and a join of every stored row
+with the source; the table is then replaced instead by its rows with other keys (keys broadcast) plus the folded
+rows, under the same txn marker (``mode("overwrite")``; Delta records the operation as WRITE). The fold already
+applied the guard to the rows it read, so this happens only while the table is still at that version, and never
+for a table that keeps a change data feed (which must record each row's change). Measured on a 100k-message
+batch, event log of one run alternating the two: the write's jobs took ~1.6 s of task CPU against ~2.0 s.
 """
 
 from __future__ import annotations
@@ -57,6 +65,7 @@ if TYPE_CHECKING:
     from cdcbridge.apply.targets.base import FoldedTable
 
 PK_PROPERTY = "cdcbridge.primaryKey"
+CHANGE_FEED_PROPERTY = "delta.enableChangeDataFeed"
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 GUARD = "s._seq > t._seq OR t._seq IS NULL"
@@ -95,6 +104,16 @@ class _TableShape:
     columns: dict[str, str]
 
 
+@dataclass(frozen=True)
+class _FoldRead:
+    """The table version the fold read a table at, with its file count and whether it keeps a change data
+    feed (which must record each row's change, so the table is only ever MERGEd)."""
+
+    version: int
+    files: int
+    change_feed: bool
+
+
 #: Field of the fold's value union (and of the primary-key union) that holds each logical column type.
 UNION_FIELD = {BOOLEAN: "z", LONG: "l", DOUBLE: "d", STRING: "s", BINARY: "b"}
 _PK_FIELDS = ("l", "s", "b")
@@ -113,6 +132,7 @@ class DeltaTarget(SparkFoldTarget):
         #: Per table: the shape and the fold-state columns built for it (kept across batches: building them is
         #: hundreds of JVM calls; a new shape object, after a schema change, builds them again).
         self._state_columns: dict[str, tuple[_TableShape, list[Column]]] = {}
+        self._fold_reads: dict[str, _FoldRead] = {}
         configured = spark.sparkContext.getConf()
         for key, value in MICRO_BATCH_CONF.items():
             if not configured.contains(key):
@@ -160,11 +180,14 @@ class DeltaTarget(SparkFoldTarget):
 
         if not DeltaTable.isDeltaTable(self.spark, path):
             return None
+        version = self._snapshot(path).transactions().get(app_id)
+        return BatchMarker(app_id, int(version.get())) if version.isDefined() else None
+
+    def _snapshot(self, path: str) -> Any:
+        """The table's latest Delta snapshot (a JVM object)."""
         jvm = self.spark._jvm
         log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, path)
-        snapshot = log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
-        version = snapshot.transactions().get(app_id)
-        return BatchMarker(app_id, int(version.get())) if version.isDefined() else None
+        return log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
 
     def read_rows(self, table: str, keys: Collection[PrimaryKey]) -> dict[PrimaryKey, TargetRow]:
         shape = self._shape(table)
@@ -262,6 +285,13 @@ class DeltaTarget(SparkFoldTarget):
             ROW_STATE.register(self.spark)
             cached = (shape, _state_columns(table, shape))
             self._state_columns[table] = cached
+        snapshot = self._snapshot(self.path(table))
+        change_feed = snapshot.metadata().configuration().get(CHANGE_FEED_PROPERTY)
+        self._fold_reads[table] = _FoldRead(
+            version=int(snapshot.version()),
+            files=int(snapshot.numOfFiles()),
+            change_feed=change_feed.isDefined() and str(change_feed.get()).lower() == "true",
+        )
         return self.spark.read.format("delta").load(self.path(table)).select(*cached[1])
 
     def refusal(self, folded: FoldedTable) -> str | None:
@@ -286,9 +316,20 @@ class DeltaTarget(SparkFoldTarget):
             pk = dict(next(iter(folded.pk_signatures)))
             shape = self._ensure_shape(table, pk, check.new_columns)
             source = _merge_source(folded.rows, shape)
-            self._guarded_merge(table, source, shape.pk, marker)
+            if self._rewrites_every_file(folded):
+                self._overwrite(table, source, shape.pk, marker)
+            else:
+                self._guarded_merge(table, source, shape.pk, marker)
             written[table] = folded.rows_changed
         return written
+
+    def _rewrites_every_file(self, folded: FoldedTable) -> bool:
+        """Whether the changed rows lie in every file of the table version the fold read, and the table is
+        still at that version (so the fold saw every row it replaces)."""
+        read = self._fold_reads.get(folded.table)
+        if read is None or read.change_feed or read.files == 0 or len(folded.files) < read.files:
+            return False
+        return int(self._snapshot(self.path(folded.table)).version()) == read.version
 
     def _append_dead_letters(self, batch: TargetBatch) -> None:
         rows = [_json_row(dead_letter_row(letter, batch.marker)) for letter in batch.dead_letters]
@@ -331,6 +372,25 @@ class DeltaTarget(SparkFoldTarget):
                 .whenNotMatchedInsertAll()
                 .execute()
             )
+
+    def _overwrite(self, table: str, source: DataFrame, pk: Iterable[str], marker: BatchMarker) -> None:
+        """Replace the table with its rows not in `source` plus `source`, committed with the batch's txn marker:
+        what the MERGE writes when the batch changes a row in every file, without the MERGE's scan for the
+        files to rewrite and its join of every stored row with the source (the keys are broadcast instead).
+        Only after :meth:`_rewrites_every_file`: `source` was folded onto the rows this version holds."""
+        from pyspark.sql import functions as F
+
+        names = list(pk)
+        stored = self.spark.read.format("delta").load(self.path(table))
+        kept = stored.join(F.broadcast(source.select(*[F.col(quote(n)) for n in names])), on=names, how="left_anti")
+        (
+            kept.unionByName(source)
+            .write.format("delta")
+            .mode("overwrite")
+            .option("txnAppId", marker.app_id)
+            .option("txnVersion", marker.batch_id)
+            .save(self.path(table))
+        )
 
     @contextmanager
     def _txn(self, marker: BatchMarker) -> Iterator[None]:
@@ -416,7 +476,7 @@ def _union(column: Column, kind: str, fields: tuple[str, ...]) -> Column:
 
 def _state_columns(table: str, shape: _TableShape) -> list[Column]:
     """The columns that turn a table's rows into the fold's state (``table``, ``pk``, ``cur``; the state by
-    compiled code, :data:`ROW_STATE`)."""
+    compiled code, :data:`ROW_STATE`) and name the file holding each (``file``)."""
     from pyspark.sql import functions as F
 
     pk = F.array(
@@ -424,7 +484,12 @@ def _state_columns(table: str, shape: _TableShape) -> list[Column]:
           for n, kind in shape.pk.items()]
     )  # fmt: skip
     stored = F.struct(*[F.col(quote(name)) for name in [*shape.columns, *RESERVED_COLUMNS]])
-    return [F.lit(table).alias("table"), pk.alias("pk"), ROW_STATE(stored).alias("cur")]
+    return [
+        F.lit(table).alias("table"),
+        pk.alias("pk"),
+        ROW_STATE(stored).alias("cur"),
+        F.col("_metadata.file_path").alias("file"),
+    ]
 
 
 def _merge_source(rows: DataFrame, shape: _TableShape) -> DataFrame:

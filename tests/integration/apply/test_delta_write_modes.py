@@ -1,0 +1,119 @@
+"""How the Delta target commits a folded batch: it replaces the table when the batch changes a row in every file of
+the version the fold read, and MERGEs otherwise (a batch that leaves some file alone, a table keeping a change data
+feed, a table another writer committed to after the fold read it). Either way the rows equal the reference path's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cdcbridge.apply.marker import BatchMarker
+from cdcbridge.apply.micro_batch import MicroBatchApplier
+from cdcbridge.apply.operations import MessageFormat
+from cdcbridge.apply.policy import BadInputPolicy
+from cdcbridge.apply.spark_batch import SparkBatchApplier
+from cdcbridge.apply.spark_decode import decoded_records
+from cdcbridge.apply.targets.delta import DeltaTarget
+from tests.unit.apply.envelopes import TABLE, increment, mutation, put
+
+from .kafka_frames import SCHEMAS, batch_frame, routing, with_pk
+
+KEYS = [(("id", n),) for n in range(40)]
+
+
+def _put(seq: int, key: tuple, amount: int) -> dict[str, Any]:
+    return with_pk(mutation(seq, "PUT", [put("count", amount, seq), put("label", f"row {seq}", seq)]), key)
+
+
+def _bump(seq: int, key: tuple) -> dict[str, Any]:
+    return with_pk(mutation(seq, "UPDATE", [increment("count", 5)]), key)
+
+
+class Paths:
+    """The Spark path into one Delta target and the reference path into another, fed the same batches."""
+
+    def __init__(self, spark: Any, root: Any) -> None:
+        self.spark = spark
+        self.target = DeltaTarget(spark, str(root / "spark"))
+        self.reference = DeltaTarget(spark, str(root / "reference"))
+        mutations = routing(MessageFormat.MUTATE_LOG)
+        self.spark_path = SparkBatchApplier(self.target, mutations, "app")
+        self.reference_path = MicroBatchApplier(self.reference, mutations, "app", BadInputPolicy())
+        self.batches = 0
+
+    def apply(self, messages: list[dict[str, Any]]) -> str:
+        """Apply one batch on both paths; returns the Delta operation that committed it on the Spark path."""
+        frame = batch_frame(self.spark, MessageFormat.MUTATE_LOG, list(enumerate(messages)))
+        expected = self.reference_path.apply(self.batches, decoded_records(frame, SCHEMAS))
+        actual = self.spark_path.apply(self.batches, frame, SCHEMAS)
+        assert (actual.stats, actual.rows_written) == (expected.stats, expected.rows_written)
+        assert self.rows(self.target) == self.rows(self.reference)
+        assert self.target.read_marker(TABLE, "app") == BatchMarker("app", self.batches)
+        self.batches += 1
+        return self.last_operation()
+
+    @staticmethod
+    def rows(target: DeltaTarget) -> dict:
+        return {pk: (row.seq, {n: c.value for n, c in row.columns.items()}) for pk, row in
+                target.read_rows(TABLE, KEYS).items()}  # fmt: skip
+
+    def last_operation(self) -> str:
+        from delta.tables import DeltaTable
+
+        return DeltaTable.forPath(self.spark, self.target.path(TABLE)).history(1).first()["operation"]
+
+    def keys_by_file(self) -> dict[str, list[tuple]]:
+        stored = self.spark.read.format("delta").load(self.target.path(TABLE))
+        files: dict[str, list[tuple]] = {}
+        for row in stored.select("id", "_metadata.file_path").collect():
+            files.setdefault(row["file_path"], []).append((("id", row["id"]),))
+        return files
+
+
+def test_a_batch_changing_every_file_replaces_the_table_and_one_leaving_a_file_alone_merges(spark, tmp_path):
+    paths = Paths(spark, tmp_path)
+    assert paths.apply([_put(10, key, n) for n, key in enumerate(KEYS)]) == "MERGE"  # the table is new
+    by_file = paths.keys_by_file()
+    assert len(by_file) >= 2, "the test needs a table of several files"
+    one_per_file = [keys[0] for keys in by_file.values()]
+    assert paths.apply([_bump(20, key) for key in one_per_file]) == "WRITE"  # replaced: the others are kept
+    assert paths.rows(paths.target)[one_per_file[0]][1]["count"] == KEYS.index(one_per_file[0]) + 5
+    by_file = paths.keys_by_file()
+    assert len(by_file) >= 2
+    assert paths.apply([_bump(30, next(iter(by_file.values()))[0])]) == "MERGE"
+    assert len(paths.rows(paths.target)) == len(KEYS)
+
+
+def test_a_table_keeping_a_change_data_feed_is_always_merged(spark, tmp_path):
+    paths = Paths(spark, tmp_path)
+    paths.apply([_put(10, key, n) for n, key in enumerate(KEYS)])
+    path = paths.target.path(TABLE)
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    assert paths.apply([_bump(20, key) for key in KEYS]) == "MERGE"
+
+
+def test_a_commit_after_the_fold_read_the_table_makes_the_batch_merge(spark, tmp_path):
+    paths = Paths(spark, tmp_path)
+    paths.apply([_put(10, key, n) for n, key in enumerate(KEYS)])
+    path = paths.target.path(TABLE)
+    write_folded = paths.target.write_folded
+
+    def another_writer_first(marker: BatchMarker, tables: Any) -> dict[str, int]:
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('owner.note' = 'another writer')")
+        return write_folded(marker, tables)
+
+    paths.target.write_folded = another_writer_first  # type: ignore[method-assign]
+    assert paths.apply([_bump(20, key) for key in KEYS]) == "MERGE"
+
+
+def test_an_overwrite_under_a_committed_marker_writes_nothing(spark, tmp_path):
+    paths = Paths(spark, tmp_path)
+    paths.apply([_put(10, key, n) for n, key in enumerate(KEYS)])
+    assert paths.apply([_bump(20, key) for key in KEYS]) == "WRITE"
+    before = paths.rows(paths.target)
+    from pyspark.sql import functions as F
+
+    changed = spark.read.format("delta").load(paths.target.path(TABLE)).withColumn("count", F.lit(999))
+    paths.target._overwrite(TABLE, changed, ["id"], BatchMarker("app", 1))
+    assert paths.rows(paths.target) == before
+    paths.target._overwrite(TABLE, changed, ["id"], BatchMarker("app", 2))  # the same call, a new batch: written
+    assert {columns["count"] for _, columns in paths.rows(paths.target).values()} == {999}
