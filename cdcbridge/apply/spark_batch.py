@@ -31,6 +31,7 @@ from cdcbridge.apply.marker import BatchMarker, batch_already_applied
 from cdcbridge.apply.micro_batch import FRESHNESS_QUANTILES, BatchReport
 from cdcbridge.apply.operations import MessageFormat
 from cdcbridge.apply.routing import TopicRouting
+from cdcbridge.apply.spark_columns import ColumnCache
 from cdcbridge.apply.spark_fold import fold_rows, grouped_operations
 from cdcbridge.apply.spark_kernel import KernelFunction
 from cdcbridge.apply.spark_operations import normalized_operations
@@ -38,7 +39,7 @@ from cdcbridge.apply.targets.base import FoldedTable, SparkFoldTarget
 from cdcbridge.apply.writer_schemas import WriterSchema
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 _NAMED_TYPES = "array<struct<n:string,t:string>>"
 #: A changed row's shape: its attribute columns and primary key as (name, Spark type name), and whether two column
@@ -49,6 +50,8 @@ SHAPE_TYPE = f"struct<cols:{_NAMED_TYPES},pk:{_NAMED_TYPES},case_conflict:boolea
 #: Delta, both run on the same folded batch, median 0.49 → 0.36 s (faster in 15 of 16 batches).
 ROW_SHAPE = KernelFunction("cdcbridge_row_shape", "io.cdcbridge.spark.RowShape", SHAPE_TYPE)
 _STAT_COLUMNS = ("tombstones_without_seq", "duplicates", "stale", "applied", "tombstones_redundant")
+#: The summary's columns, built once (:mod:`.spark_columns`).
+_SUMMARY_COLUMNS: ColumnCache = ColumnCache()
 
 
 @dataclass(frozen=True)
@@ -150,26 +153,12 @@ class SparkBatchApplier:
         """Per table: the counts and the shape of the changed rows (one small job)."""
         from pyspark.sql import functions as F
 
-        changed = F.col("applied") > 0
         ROW_SHAPE.register(folded.sparkSession)
-        rows = (
-            folded.where(F.col("table").isNotNull())
-            .withColumn("_shape", F.when(changed, ROW_SHAPE(F.col("pk"), F.col("row.cols"))))
-            .groupBy("table")
-            .agg(
-                *[F.sum(name).alias(name) for name in _STAT_COLUMNS],
-                F.count_if("error").alias("errors"),
-                F.count_if(changed).alias("rows_changed"),
-                F.collect_set("_shape.cols").alias("column_sets"),
-                F.collect_set("_shape.pk").alias("pk_sets"),
-                F.count_if("_shape.case_conflict").alias("case_conflicts"),
-                F.collect_set(F.when(changed, F.col("file"))).alias("files"),
-                F.percentile_approx(F.when(changed, F.col("row.ts")), list(FRESHNESS_QUANTILES)).alias("ts_quantiles"),
-            )
-            .collect()
-        )
+        shape, aggregates = _SUMMARY_COLUMNS.get(folded.sparkSession, "summary", _summary_columns)
+        rows = folded.where(F.col("table").isNotNull()).withColumn("_shape", shape).groupBy("table").agg(*aggregates)
+        changed = F.col("applied") > 0
         tables: dict[str, FoldedTable] = {}
-        for row in rows:
+        for row in rows.collect():
             stats = ApplyStats(**{name: int(row[name]) for name in _STAT_COLUMNS}, rows_changed=row["rows_changed"])
             tables[row["table"]] = FoldedTable(
                 table=row["table"],
@@ -183,6 +172,25 @@ class SparkBatchApplier:
                 files=frozenset(row["files"]),
             )
         return tables
+
+
+def _summary_columns() -> tuple[Column, list[Column]]:
+    """The changed rows' shape (``_shape``) and the per-table aggregates of :meth:`SparkBatchApplier._summarize`."""
+    from pyspark.sql import functions as F
+
+    changed = F.col("applied") > 0
+    shape = F.when(changed, ROW_SHAPE(F.col("pk"), F.col("row.cols")))
+    aggregates = [
+        *[F.sum(name).alias(name) for name in _STAT_COLUMNS],
+        F.count_if("error").alias("errors"),
+        F.count_if(changed).alias("rows_changed"),
+        F.collect_set("_shape.cols").alias("column_sets"),
+        F.collect_set("_shape.pk").alias("pk_sets"),
+        F.count_if("_shape.case_conflict").alias("case_conflicts"),
+        F.collect_set(F.when(changed, F.col("file"))).alias("files"),
+        F.percentile_approx(F.when(changed, F.col("row.ts")), list(FRESHNESS_QUANTILES)).alias("ts_quantiles"),
+    ]
+    return shape, aggregates
 
 
 @contextmanager

@@ -53,19 +53,21 @@ def reader_schema(message_format: MessageFormat) -> str:
     return schema_text(TopicFormat(message_format.value))
 
 
-def with_framing(batch: DataFrame) -> DataFrame:
-    """Adds ``_vlen``, ``_magic`` and ``_sid`` (null where the value is null or too short)."""
+def framing_columns() -> dict[str, Column]:
+    """``_vlen``, ``_magic`` and ``_sid`` (null where the value is null or too short), from ``value``."""
     from pyspark.sql import functions as F
 
     framed = F.col("value").isNotNull() & (F.length("value") >= HEADER_BYTES)
-    return (
-        batch.withColumn("_vlen", F.length("value"))
-        .withColumn("_magic", F.when(framed, F.expr("ascii(substring(value, 1, 1))")))
-        .withColumn(
-            "_sid",
-            F.when(framed, F.expr("cast(conv(hex(substring(value, 2, 4)), 16, 10) as bigint)")),
-        )
-    )
+    return {
+        "_vlen": F.length("value"),
+        "_magic": F.when(framed, F.expr("ascii(substring(value, 1, 1))")),
+        "_sid": F.when(framed, F.expr("cast(conv(hex(substring(value, 2, 4)), 16, 10) as bigint)")),
+    }
+
+
+def with_framing(batch: DataFrame) -> DataFrame:
+    """Adds the :func:`framing_columns`."""
+    return batch.withColumns(framing_columns())
 
 
 class UnknownSchemaId(Exception):

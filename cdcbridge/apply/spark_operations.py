@@ -33,12 +33,14 @@ version takes the message timestamp, as :mod:`.fold` does), so the fold treats b
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cdcbridge.apply.kafka_records import SEQ_KEY_HEADER
 from cdcbridge.apply.operations import SEQ_KEY_LENGTH, MessageFormat
 from cdcbridge.apply.routing import TopicRouting
-from cdcbridge.apply.spark_decode import reader_schema, with_framing
+from cdcbridge.apply.spark_columns import ColumnCache
+from cdcbridge.apply.spark_decode import framing_columns, reader_schema
 from cdcbridge.apply.spark_kernel import KernelFunction
 from cdcbridge.apply.writer_schemas import WriterSchema
 
@@ -117,9 +119,10 @@ def _decoded(schemas: Mapping[int, WriterSchema], message_format: MessageFormat)
     return column
 
 
-def _with_tombstone_pk(frame: DataFrame) -> DataFrame:
-    """Adds ``_tomb_pk``: a tombstone's primary key from its Kafka key and the table's pk names (``_tomb_names``);
-    null unless the key is valid UTF-8, plain canonical JSON (no escapes) with one in-range value per pk column."""
+def _tombstone_pk_layers() -> list[dict[str, Column]]:
+    """Layers adding ``_tomb_pk``: a tombstone's primary key from its Kafka key and the table's pk names
+    (``_tomb_names``); null unless the key is valid UTF-8, plain canonical JSON (no escapes) with one in-range
+    value per pk column."""
     from pyspark.sql import functions as F
 
     text = F.col("key").cast("string")
@@ -145,11 +148,24 @@ def _with_tombstone_pk(frame: DataFrame) -> DataFrame:
         "size(_tomb_tokens) = size(_tomb_names) "
         "AND forall(_tomb_parsed, p -> p.v.l IS NOT NULL OR p.v.s IS NOT NULL OR p.v.b IS NOT NULL)"
     )
-    return (
-        frame.withColumn("_tomb_tokens", F.when(F.coalesce(plain, F.lit(False)), tokens))
-        .withColumn("_tomb_parsed", F.when(F.col("_tomb_tokens").isNotNull(), pk))
-        .withColumn("_tomb_pk", F.when(F.coalesce(usable, F.lit(False)), F.col("_tomb_parsed")))
-    )
+    return [
+        {"_tomb_tokens": F.when(F.coalesce(plain, F.lit(False)), tokens)},
+        {"_tomb_parsed": F.when(F.col("_tomb_tokens").isNotNull(), pk)},
+        {"_tomb_pk": F.when(F.coalesce(usable, F.lit(False)), F.col("_tomb_parsed"))},
+    ]
+
+
+@dataclass(frozen=True)
+class _Normalizing:
+    """The columns :func:`normalized_operations` adds, layer by layer (a layer's columns read only the columns
+    of the layers before it), and the output columns; built once per schema ids, routing and key names
+    (:mod:`.spark_columns`)."""
+
+    layers: list[dict[str, Column]]
+    output: list[Column]
+
+
+_NORMALIZING: ColumnCache[_Normalizing] = ColumnCache()
 
 
 def normalized_operations(
@@ -161,6 +177,26 @@ def normalized_operations(
     """Columns ``_class`` (op / other / unknown_sid / python, see the module docstring), ``_sid``, ``table``,
     ``pk`` and ``op`` (the last three set for class ``op``). `tombstone_pk_names` names the primary-key columns
     of the RECORD_IMAGE tables the target already holds (how a bare tombstone's key values are named)."""
+    for function in (MUTATION_OP, IMAGE_OP):
+        function.register(batch.sparkSession)  # a micro-batch's session is a clone of the job's
+    key = (
+        tuple(sorted(schemas.items())),
+        tuple(sorted((topic, route.table, route.message_format) for topic, route in routing.routes.items())),
+        tuple(sorted(routing.applied_formats.items())),
+        tuple(sorted((table, tuple(names)) for table, names in tombstone_pk_names.items())),
+    )
+    built = _NORMALIZING.get(batch.sparkSession, key, lambda: _normalizing(schemas, routing, tombstone_pk_names))
+    frame = batch
+    for layer in built.layers:
+        frame = frame.withColumns(layer)
+    return frame.select(*built.output)
+
+
+def _normalizing(
+    schemas: Mapping[int, WriterSchema],
+    routing: TopicRouting,
+    tombstone_pk_names: Mapping[str, Sequence[str]],
+) -> _Normalizing:
     from pyspark.sql import functions as F
 
     route_tables = {topic: route.table for topic, route in routing.routes.items()}
@@ -168,31 +204,38 @@ def normalized_operations(
     applied = {table: fmt.value for table, fmt in routing.applied_formats.items()}
     known_ids = F.expr(f"cast(array({', '.join(str(int(i)) for i in schemas)}) AS array<bigint>)")
     header = F.expr(f"get(filter(headers, h -> h.key = '{SEQ_KEY_HEADER}'), 0).value").cast("string")
-    frame = (
-        with_framing(batch)
-        .withColumn("_mutation", _decoded(schemas, MessageFormat.MUTATE_LOG))
-        .withColumn("_image", _decoded(schemas, MessageFormat.RECORD_IMAGE))
-        .withColumn("_route_table", _string_map(route_tables)[F.col("topic")])
-        .withColumn("_route_format", _string_map(route_formats)[F.col("topic")])
-        .withColumn("_seq_header", header)
-        .withColumn("_envelope_table", F.coalesce(F.col("_mutation.source.table"), F.col("_image.source.table")))
-        .withColumn(
-            "_envelope_format",
-            F.when(F.col("_mutation").isNotNull(), F.lit(MessageFormat.MUTATE_LOG.value)).when(
-                F.col("_image").isNotNull(), F.lit(MessageFormat.RECORD_IMAGE.value)
-            ),
-        )
-        .withColumn("table", F.when(F.col("value").isNull(), F.col("_route_table")).otherwise(F.col("_envelope_table")))
-        .withColumn("_applied_format", _string_map(applied)[F.col("table")])
-        .withColumn("_tomb_names", _names_map(tombstone_pk_names)[F.col("_route_table")])
-    )
-    for function in (MUTATION_OP, IMAGE_OP):
-        function.register(batch.sparkSession)  # a micro-batch's session is a clone of the job's
     position = (F.col("partition"), F.col("offset"))
     envelope_op = F.when(F.col("_mutation").isNotNull(), MUTATION_OP(F.col("_mutation"), *position)).when(
         F.col("_image").isNotNull(), IMAGE_OP(F.col("_image"), *position)
     )
-    frame = _with_tombstone_pk(frame).withColumn("_known_ids", known_ids).withColumn("_eop", envelope_op)
+    tombstone = _tombstone_pk_layers()
+    layers = [
+        {
+            **framing_columns(),
+            "_route_table": _string_map(route_tables)[F.col("topic")],
+            "_route_format": _string_map(route_formats)[F.col("topic")],
+            "_seq_header": header,
+        },
+        {
+            "_mutation": _decoded(schemas, MessageFormat.MUTATE_LOG),
+            "_image": _decoded(schemas, MessageFormat.RECORD_IMAGE),
+            "_tomb_names": _names_map(tombstone_pk_names)[F.col("_route_table")],
+        },
+        {
+            "_envelope_table": F.coalesce(F.col("_mutation.source.table"), F.col("_image.source.table")),
+            "_envelope_format": F.when(F.col("_mutation").isNotNull(), F.lit(MessageFormat.MUTATE_LOG.value)).when(
+                F.col("_image").isNotNull(), F.lit(MessageFormat.RECORD_IMAGE.value)
+            ),
+            "_eop": envelope_op,
+            "_known_ids": known_ids,
+            **tombstone[0],
+        },
+        {
+            "table": F.when(F.col("value").isNull(), F.col("_route_table")).otherwise(F.col("_envelope_table")),
+            **tombstone[1],
+        },
+        {"_applied_format": _string_map(applied)[F.col("table")], **tombstone[2]},
+    ]
     classify = f"""
         CASE
           WHEN value IS NULL THEN CASE
@@ -210,14 +253,15 @@ def normalized_operations(
           WHEN _applied_format != _envelope_format THEN '{OTHER}'
           ELSE '{OP}'
         END"""
+    layers.append({"_class": F.expr(classify)})
     pk = "CASE WHEN value IS NULL THEN _tomb_pk ELSE _eop.pk END"
     op = f"CASE WHEN value IS NULL THEN {_TOMBSTONE_OP} ELSE _eop.op END"
-    classified = frame.withColumn("_class", F.expr(classify))
     is_op = F.col("_class") == OP
-    return classified.select(
-        "_class",
-        "_sid",
+    output = [
+        F.col("_class"),
+        F.col("_sid"),
         F.when(is_op, F.col("table")).alias("table"),
         F.when(is_op, F.expr(pk)).alias("pk"),
         F.when(is_op, F.expr(op)).alias("op"),
-    )
+    ]
+    return _Normalizing(layers, output)

@@ -33,9 +33,10 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from cdcbridge.apply.job_errors import TargetError
@@ -129,9 +130,10 @@ class DeltaTarget(SparkFoldTarget):
         self.root = root.rstrip("/")
         self.dead_letter_table = dead_letter_table
         self._shapes: dict[str, _TableShape] = {}
-        #: Per table: the shape and the fold-state columns built for it (kept across batches: building them is
-        #: hundreds of JVM calls; a new shape object, after a schema change, builds them again).
+        #: Per table: the shape and the fold-state columns built for it (see :func:`_for_shape`).
         self._state_columns: dict[str, tuple[_TableShape, list[Column]]] = {}
+        #: Per table: the shape and the MERGE source's columns built for it (likewise).
+        self._source_columns: dict[str, tuple[_TableShape, list[Column]]] = {}
         self._fold_reads: dict[str, _FoldRead] = {}
         configured = spark.sparkContext.getConf()
         for key, value in MICRO_BATCH_CONF.items():
@@ -280,11 +282,8 @@ class DeltaTarget(SparkFoldTarget):
 
     def _state_frame(self, table: str, shape: _TableShape) -> DataFrame:
         """The table's rows as the fold's state: ``table``, ``pk``, ``cur``."""
-        cached = self._state_columns.get(table)
-        if cached is None or cached[0] is not shape:
-            ROW_STATE.register(self.spark)
-            cached = (shape, _state_columns(table, shape))
-            self._state_columns[table] = cached
+        ROW_STATE.register(self.spark)
+        columns = _for_shape(self._state_columns, table, shape, partial(_state_columns, table))
         snapshot = self._snapshot(self.path(table))
         change_feed = snapshot.metadata().configuration().get(CHANGE_FEED_PROPERTY)
         self._fold_reads[table] = _FoldRead(
@@ -292,7 +291,7 @@ class DeltaTarget(SparkFoldTarget):
             files=int(snapshot.numOfFiles()),
             change_feed=change_feed.isDefined() and str(change_feed.get()).lower() == "true",
         )
-        return self.spark.read.format("delta").load(self.path(table)).select(*cached[1])
+        return self.spark.read.format("delta").load(self.path(table)).select(*columns)
 
     def refusal(self, folded: FoldedTable) -> str | None:
         if folded.case_conflicts:
@@ -315,7 +314,7 @@ class DeltaTarget(SparkFoldTarget):
                 raise TargetError(f"rows of table {table!r} reached the write despite a type conflict: {check}")
             pk = dict(next(iter(folded.pk_signatures)))
             shape = self._ensure_shape(table, pk, check.new_columns)
-            source = _merge_source(folded.rows, shape)
+            source = folded.rows.select(*_for_shape(self._source_columns, table, shape, _merge_source_columns))
             if self._rewrites_every_file(folded):
                 self._overwrite(table, source, shape.pk, marker)
             else:
@@ -492,18 +491,33 @@ def _state_columns(table: str, shape: _TableShape) -> list[Column]:
     ]
 
 
-def _merge_source(rows: DataFrame, shape: _TableShape) -> DataFrame:
-    """Folded rows (``pk``, ``row``) as the table's typed columns, ready for the MERGE."""
+def _merge_source_columns(shape: _TableShape) -> list[Column]:
+    """The columns that turn folded rows (``pk``, ``row``) into the table's typed columns, ready for the MERGE."""
     from pyspark.sql import functions as F
 
     pk = [F.col("pk")[i]["v"][UNION_FIELD[kind]].alias(name) for i, (name, kind) in enumerate(shape.pk.items())]
     cells = F.col("row.cols")
     columns = [cells.getItem(name)["v"][UNION_FIELD[kind]].alias(name) for name, kind in shape.columns.items()]
-    return rows.select(
+    return [
         *pk,
         *columns,
         F.expr("map_filter(transform_values(row.cols, (k, v) -> v.e), (k, v) -> v IS NOT NULL)").alias("_versions"),
         F.col("row.seq").alias("_seq"),
         F.col("row.del").alias("_deleted"),
         F.col("row.ts").alias("_source_ts"),
-    )
+    ]
+
+
+def _for_shape(
+    cache: dict[str, tuple[_TableShape, list[Column]]],
+    table: str,
+    shape: _TableShape,
+    build: Callable[[], list[Column]],
+) -> list[Column]:
+    """The columns built for the table's `shape`, kept across batches (building them is hundreds of JVM calls;
+    a new shape object, after a schema change, builds them again)."""
+    cached = cache.get(table)
+    if cached is None or cached[0] is not shape:
+        cached = (shape, build(shape))
+        cache[table] = cached
+    return cached[1]
