@@ -282,8 +282,7 @@ class DeltaTarget(SparkFoldTarget):
 
     def _state_frame(self, table: str, shape: _TableShape) -> DataFrame:
         """The table's rows as the fold's state: ``table``, ``pk``, ``cur``."""
-        ROW_STATE.register(self.spark)
-        columns = _for_shape(self._state_columns, table, shape, partial(_state_columns, table))
+        columns = _for_shape(self._state_columns, table, shape, partial(self._new_state_columns, table))
         snapshot = self._snapshot(self.path(table))
         change_feed = snapshot.metadata().configuration().get(CHANGE_FEED_PROPERTY)
         self._fold_reads[table] = _FoldRead(
@@ -292,6 +291,10 @@ class DeltaTarget(SparkFoldTarget):
             change_feed=change_feed.isDefined() and str(change_feed.get()).lower() == "true",
         )
         return self.spark.read.format("delta").load(self.path(table)).select(*columns)
+
+    def _new_state_columns(self, table: str, shape: _TableShape) -> list[Column]:
+        ROW_STATE.register(self.spark)
+        return _state_columns(table, shape)
 
     def refusal(self, folded: FoldedTable) -> str | None:
         if folded.case_conflicts:
