@@ -321,9 +321,7 @@ def bench_failover(ctx: click.Context, fast: bool, handoff_samples: int, failove
 @click.option("--batch-sizes", default="10000,100000", show_default=True, help="Records per micro-batch, comma list.")
 @click.option("--batches", default=3, show_default=True, help="Batches per size and target.")
 @click.option("--targets", default="delta,postgres", show_default=True)
-@click.option(
-    "--warmup-batches", default=4, show_default=True, help="Unreported batches of the smallest size run first."
-)
+@click.option("--warmup-batches", default=4, show_default=True, help="Unreported batches of every size run first.")
 @click.pass_context
 def bench_apply(ctx: click.Context, batch_sizes: str, batches: int, targets: str, warmup_batches: int) -> None:
     """The apply job: records/s into Delta and PostgreSQL per batch size, and end-to-end freshness."""

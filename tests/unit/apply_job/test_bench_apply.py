@@ -6,7 +6,7 @@ from cdcbridge.apply.job import ApplySummary
 from cdcbridge.apply.marker import BatchMarker
 from cdcbridge.apply.model import TargetRow
 from cdcbridge.apply.targets.base import TargetBatch
-from cdcbridge.bench.apply import CommitClock, _latencies, _throughput_figures, flatten
+from cdcbridge.bench.apply import CommitClock, _latencies, _throughput_figures, flatten, warmup_runs
 from cdcbridge.bench.apply_workload import bridge_messages, generate_records
 from cdcbridge.formats import BridgeTableFormat
 
@@ -37,6 +37,12 @@ def test_the_commit_clock_passes_writes_through() -> None:
     row = TargetRow("t", (("id", 1),), {}, seq="1")
     assert clock.write(TargetBatch(BatchMarker("a", 0), {"t": [row]})) == 1
     assert clock.read_marker("t", "a") == BatchMarker("a", 0) and clock.commits[0][1] == [((("id", 1),), "1")]
+
+
+def test_the_warm_up_runs_every_batch_size_smallest_first_and_can_be_turned_off() -> None:
+    assert warmup_runs((100_000, 10_000, 10_000), 4) == [(10_000, 4), (100_000, 4)]
+    assert warmup_runs((10_000,), 2) == [(10_000, 2)]
+    assert warmup_runs((10_000, 100_000), 0) == []
 
 
 def test_figures_are_flattened_for_the_results_table() -> None:
