@@ -51,7 +51,7 @@ SHAPE_TYPE = f"struct<cols:{_NAMED_TYPES},pk:{_NAMED_TYPES},case_conflict:boolea
 ROW_SHAPE = KernelFunction("cdcbridge_row_shape", "io.cdcbridge.spark.RowShape", SHAPE_TYPE)
 _STAT_COLUMNS = ("tombstones_without_seq", "duplicates", "stale", "applied", "tombstones_redundant")
 #: The summary's columns, built once (:mod:`.spark_columns`).
-_SUMMARY_COLUMNS: ColumnCache = ColumnCache()
+_SUMMARY_COLUMNS: ColumnCache[tuple[Column, list[Column]]] = ColumnCache()
 
 
 @dataclass(frozen=True)

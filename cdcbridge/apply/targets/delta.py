@@ -515,7 +515,7 @@ def _for_shape(
     cache: dict[str, tuple[_TableShape, list[Column]]],
     table: str,
     shape: _TableShape,
-    build: Callable[[], list[Column]],
+    build: Callable[[_TableShape], list[Column]],
 ) -> list[Column]:
     """The columns built for the table's `shape`, kept across batches (building them is hundreds of JVM calls;
     a new shape object, after a schema change, builds them again)."""
