@@ -324,7 +324,8 @@ def bench_failover(ctx: click.Context, fast: bool, handoff_samples: int, failove
 @click.option("--warmup-batches", default=4, show_default=True, help="Unreported batches of every size run first.")
 @click.pass_context
 def bench_apply(ctx: click.Context, batch_sizes: str, batches: int, targets: str, warmup_batches: int) -> None:
-    """The apply job: records/s into Delta and PostgreSQL per batch size, and end-to-end freshness."""
+    """The apply job: records/s into Delta and PostgreSQL per batch size (Delta also against a floor: decode and
+    rewrite only), and end-to-end freshness."""
     from cdcbridge.bench.apply import run_apply_bench
 
     figures = run_apply_bench(batch_sizes=tuple(int(s) for s in batch_sizes.split(",")), batches=batches,

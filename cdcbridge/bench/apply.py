@@ -10,6 +10,10 @@ figures are those of a running job rather than of its first minutes: small batch
 4 × 10k, the first run of 3 × 100k batches was the slower of two runs in one JVM in 7 of 7 pairs, median rec/s
 13.4-16.5k against 16.5-19.7k).
 
+Floor (Delta only): after each Delta run, :mod:`.apply_floor` reads the same messages again and does the least an
+apply of this design does per batch (decode, keep each key's last message, rewrite the table);
+``floor_rec_per_s`` is its rate and ``share_of_floor`` the apply's rate as a share of it.
+
 Freshness: the job runs continuously (1 s trigger) while records are produced at a fixed rate; for every message
 the time from its send to the commit of the target write that made its row reach (or pass) its seq is taken, and
 p50/p95 reported. Everything runs on this machine: Kafka and the registry (a LocalStack started here unless
@@ -31,6 +35,7 @@ from cdcbridge.apply.job import ApplySummary, run_apply
 from cdcbridge.apply.marker import BatchMarker
 from cdcbridge.apply.model import PrimaryKey, TargetRow
 from cdcbridge.apply.targets.base import ApplyTarget, SparkFoldTarget, TargetBatch
+from cdcbridge.bench.apply_floor import measure_floor
 from cdcbridge.bench.apply_workload import (
     OutgoingMessage,
     WorkloadProducer,
@@ -161,15 +166,25 @@ def _throughput_figures(summary: ApplySummary, batch_size: int) -> dict[str, Any
 
 
 def _measure_throughput(spark: Any, endpoints: dict, work: Path, target: str, dsn: str | None, batch_size: int,
-                        batches: int, seed: int) -> dict[str, Any]:  # fmt: skip
-    """Apply `batches` batches of `batch_size` records (plus their redeliveries) with a job of their own."""
+                        batches: int, seed: int, *, floor: bool = False) -> dict[str, Any]:  # fmt: skip
+    """Apply `batches` batches of `batch_size` records (plus their redeliveries) with a job of their own; with
+    `floor`, then time :mod:`.apply_floor` on the same messages."""
     prefix = f"bench{int(time.time() * 1000) % 10**9}"
     produced = _produce(endpoints, _stream(prefix, batch_size * batches, seed))
     config = _config(endpoints, prefix, work, target, dsn, max_offsets_per_trigger=batch_size)
     summary = run_apply(config, once=True, spark=spark)
     figures = _throughput_figures(summary, batch_size)
     figures["produce_seconds"] = round(produced, 1)
+    if floor:
+        figures.update(_floor_figures(measure_floor(spark, config, batch_size), figures["rec_per_s"]))
     return figures
+
+
+def _floor_figures(floor: Mapping[str, Any], rec_per_s: int | None) -> dict[str, Any]:
+    """The floor's rate and the apply's rate as a share of it (None where either is missing)."""
+    rate = floor["rec_per_s"]
+    share = round(rec_per_s / rate, 2) if rate and rec_per_s else None
+    return {"floor_rec_per_s": rate, "share_of_floor": share}
 
 
 def _measure_freshness(spark: Any, endpoints: dict, work: Path, target: str, dsn: str | None, *, rate: int,
@@ -268,11 +283,14 @@ def run_apply_bench(
     try:
         for target in targets:
             dsn = postgres.dsn if postgres is not None else None
+            floor = target == "delta"
             for size, count in warmup_runs(batch_sizes, warmup_batches):
-                _measure_throughput(spark, endpoints, work, target, dsn, size, count, seed + 1)
+                _measure_throughput(spark, endpoints, work, target, dsn, size, count, seed + 1, floor=floor)
             for size in batch_sizes:
                 label = f"{target}_{size // 1000}k_batches"
-                figures[label] = _measure_throughput(spark, endpoints, work, target, dsn, size, batches, seed)
+                figures[label] = _measure_throughput(
+                    spark, endpoints, work, target, dsn, size, batches, seed, floor=floor
+                )
         if "delta" in targets and freshness_seconds > 0:
             figures["delta_freshness"] = _measure_freshness(
                 spark, endpoints, work, "delta", None, rate=freshness_rate, seconds=freshness_seconds, seed=seed

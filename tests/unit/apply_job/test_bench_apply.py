@@ -72,3 +72,11 @@ def test_the_commit_clock_keeps_the_spark_path_and_notes_the_rows_it_wrote() -> 
     rows = SimpleNamespace(select=lambda *names: SimpleNamespace(collect=lambda: [written]))
     assert clock.write_folded(BatchMarker("a", 0), {"t": SimpleNamespace(rows=rows)}) == {"t": 1}
     assert clock.commits[0][1] == [((("id", "k"),), "0042")]
+
+
+def test_the_floor_figures_give_the_apply_rate_as_a_share_of_the_floor() -> None:
+    from cdcbridge.bench.apply import _floor_figures
+
+    assert _floor_figures({"rec_per_s": 30_000}, 15_000) == {"floor_rec_per_s": 30_000, "share_of_floor": 0.5}
+    assert _floor_figures({"rec_per_s": None}, 15_000) == {"floor_rec_per_s": None, "share_of_floor": None}
+    assert _floor_figures({"rec_per_s": 30_000}, None)["share_of_floor"] is None
