@@ -146,12 +146,19 @@ def _produce(endpoints: dict[str, str], messages: list[OutgoingMessage]) -> floa
     return time.perf_counter() - started
 
 
+def steady_rate(batch_times: Sequence[tuple[int, float]], batch_size: int) -> tuple[int | None, int]:
+    """The median messages/s of the full batches (at least 90% of `batch_size`) after the first, and how many
+    there were."""
+    rates = [messages / seconds for messages, seconds in batch_times[1:] if messages >= batch_size * 0.9]
+    return (round(statistics.median(rates)) if rates else None), len(rates)
+
+
 def _throughput_figures(summary: ApplySummary, batch_size: int) -> dict[str, Any]:
-    rates = [messages / seconds for _, messages, seconds in summary.batch_times[1:] if messages >= batch_size * 0.9]
+    rate, measured = steady_rate([(messages, seconds) for _, messages, seconds in summary.batch_times], batch_size)
     first = summary.batch_times[0] if summary.batch_times else (0, 0, 0.0)
     figures: dict[str, Any] = {
-        "rec_per_s": round(statistics.median(rates)) if rates else None,
-        "batches_measured": len(rates),
+        "rec_per_s": rate,
+        "batches_measured": measured,
         "first_batch_rec_per_s": round(first[1] / first[2]) if first[2] else None,
         "messages": summary.report.stats.messages,
         "run_seconds": round(summary.seconds, 1),
@@ -176,13 +183,13 @@ def _measure_throughput(spark: Any, endpoints: dict, work: Path, target: str, ds
     figures = _throughput_figures(summary, batch_size)
     figures["produce_seconds"] = round(produced, 1)
     if floor:
-        figures.update(_floor_figures(measure_floor(spark, config, batch_size), figures["rec_per_s"]))
+        figures.update(_floor_figures(measure_floor(spark, config), batch_size, figures["rec_per_s"]))
     return figures
 
 
-def _floor_figures(floor: Mapping[str, Any], rec_per_s: int | None) -> dict[str, Any]:
-    """The floor's rate and the apply's rate as a share of it (None where either is missing)."""
-    rate = floor["rec_per_s"]
+def _floor_figures(batch_times: Sequence[tuple[int, float]], batch_size: int, rec_per_s: int | None) -> dict[str, Any]:
+    """The floor's steady rate and the apply's rate as a share of it (None where either is missing)."""
+    rate, _ = steady_rate(batch_times, batch_size)
     share = round(rec_per_s / rate, 2) if rate and rec_per_s else None
     return {"floor_rec_per_s": rate, "share_of_floor": share}
 

@@ -11,9 +11,8 @@ two is the apply's own work, the floor itself is Kafka, Avro, a shuffle and a De
 
 from __future__ import annotations
 
-import statistics
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cdcbridge.apply.kafka_source import kafka_source_options
 from cdcbridge.apply.operations import MessageFormat
@@ -66,9 +65,9 @@ def rewrite_with_last_messages(
     return messages
 
 
-def measure_floor(spark: SparkSession, config: BridgeConfig, batch_size: int) -> dict[str, Any]:
-    """Read the configured topics from the start in batches of `batch_size` (``availableNow``) and rewrite a Delta
-    table under ``apply.delta_path`` per batch; the rate is the median of the full batches after the first."""
+def measure_floor(spark: SparkSession, config: BridgeConfig) -> list[tuple[int, float]]:
+    """Read the configured topics from the start in batches of ``apply.max_offsets_per_trigger`` (``availableNow``)
+    and rewrite a Delta table under ``apply.delta_path`` per batch; returns (messages, seconds) per batch."""
     routing = TopicRouting.from_config(config)
     schemas = WriterSchemas(config.kafka.schema_registry.client_config())
     loaded = schemas.preload(f"{topic}-value" for topic in routing.subscribed_topics())
@@ -91,9 +90,4 @@ def measure_floor(spark: SparkSession, config: BridgeConfig, batch_size: int) ->
         .start()
     )
     query.awaitTermination()
-    rates = [messages / seconds for messages, seconds in times[1:] if messages >= batch_size * 0.9]
-    return {
-        "rec_per_s": round(statistics.median(rates)) if rates else None,
-        "batches_measured": len(rates),
-        "messages": sum(messages for messages, _ in times),
-    }
+    return times

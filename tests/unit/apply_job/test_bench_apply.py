@@ -74,9 +74,10 @@ def test_the_commit_clock_keeps_the_spark_path_and_notes_the_rows_it_wrote() -> 
     assert clock.commits[0][1] == [((("id", "k"),), "0042")]
 
 
-def test_the_floor_figures_give_the_apply_rate_as_a_share_of_the_floor() -> None:
+def test_the_floor_figures_give_the_apply_rate_as_a_share_of_the_floors_steady_rate() -> None:
     from cdcbridge.bench.apply import _floor_figures
 
-    assert _floor_figures({"rec_per_s": 30_000}, 15_000) == {"floor_rec_per_s": 30_000, "share_of_floor": 0.5}
-    assert _floor_figures({"rec_per_s": None}, 15_000) == {"floor_rec_per_s": None, "share_of_floor": None}
-    assert _floor_figures({"rec_per_s": 30_000}, None)["share_of_floor"] is None
+    floor = [(1000, 10.0), (1000, 0.05), (1000, 0.02), (1000, 0.04), (10, 1.0)]  # steady: the median, 25k/s
+    assert _floor_figures(floor, 1000, 12_500) == {"floor_rec_per_s": 25_000, "share_of_floor": 0.5}
+    assert _floor_figures(floor[:1], 1000, 12_500) == {"floor_rec_per_s": None, "share_of_floor": None}
+    assert _floor_figures(floor, 1000, None)["share_of_floor"] is None
