@@ -234,7 +234,7 @@ def run_apply(
         handler.metrics, server = _metrics(config)
         target.prepare(list(routing.applied_formats))
         handler.schemas.preload(f"{topic}-value" for topic in routing.subscribed_topics())
-        query = _start_query(spark, config, routing, handler, once)
+        query = start_query(spark, config, routing, handler, once)
         handler.start(f"{config.apply.app_id}-{query.id}")
         log.info("apply job %s reading %s", summary.app_id, kafka_source_options(config, routing).get("subscribe"))
         _await(query, stop)
@@ -262,9 +262,15 @@ def _metrics(config: BridgeConfig) -> tuple[ApplyMetrics | None, Any]:
     return metrics, server
 
 
-def _start_query(
-    spark: SparkSession, config: BridgeConfig, routing: TopicRouting, handler: _BatchHandler, once: bool
+def start_query(
+    spark: SparkSession,
+    config: BridgeConfig,
+    routing: TopicRouting,
+    handler: Callable[[DataFrame, int], None],
+    once: bool,
 ) -> Any:
+    """Start the job's streaming query: the configured Kafka source, `handler` per micro-batch, the configured
+    checkpoint; with `once` up to the topics' current end (availableNow), else every ``trigger_seconds``."""
     reader = spark.readStream.format("kafka")
     for name, value in kafka_source_options(config, routing).items():
         reader = reader.option(name, value)

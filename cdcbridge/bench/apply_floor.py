@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from cdcbridge.apply.kafka_source import kafka_source_options
+from cdcbridge.apply.job import start_query
 from cdcbridge.apply.operations import MessageFormat
 from cdcbridge.apply.routing import TopicRouting
 from cdcbridge.apply.spark_decode import decoded_struct, with_framing
@@ -66,8 +66,9 @@ def rewrite_with_last_messages(
 
 
 def measure_floor(spark: SparkSession, config: BridgeConfig) -> list[tuple[int, float]]:
-    """Read the configured topics from the start in batches of ``apply.max_offsets_per_trigger`` (``availableNow``)
-    and rewrite a Delta table under ``apply.delta_path`` per batch; returns (messages, seconds) per batch."""
+    """Read the configured topics with a new checkpoint (from ``apply.starting_offsets``) in batches of
+    ``apply.max_offsets_per_trigger`` (``availableNow``) and rewrite a Delta table under ``apply.delta_path`` per
+    batch; returns (messages, seconds) per batch."""
     routing = TopicRouting.from_config(config)
     schemas = WriterSchemas(config.kafka.schema_registry.client_config())
     loaded = schemas.preload(f"{topic}-value" for topic in routing.subscribed_topics())
@@ -80,14 +81,10 @@ def measure_floor(spark: SparkSession, config: BridgeConfig) -> list[tuple[int, 
         messages = rewrite_with_last_messages(batch, loaded, path, app_id, batch_id)
         times.append((messages, time.monotonic() - started))
 
-    options = {**kafka_source_options(config, routing), "startingOffsets": "earliest"}
-    reader = spark.readStream.format("kafka").options(**options)
-    query = (
-        reader.load()
-        .writeStream.foreachBatch(apply_batch)
-        .option("checkpointLocation", f"{config.apply.checkpoint_location}-floor")
-        .trigger(availableNow=True)
-        .start()
+    # The apply job's own query, with a checkpoint and app id of its own: the apply's run ended, its offsets stay.
+    floor_apply = config.apply.model_copy(
+        update={"checkpoint_location": f"{config.apply.checkpoint_location}-floor", "app_id": app_id}
     )
-    query.awaitTermination()
+    floor_config = config.model_copy(update={"apply": floor_apply})
+    start_query(spark, floor_config, routing, apply_batch, once=True).awaitTermination()
     return times
