@@ -156,7 +156,7 @@ class SparkBatchApplier:
         ROW_SHAPE.register(folded.sparkSession)
         shape, aggregates = _SUMMARY_COLUMNS.get(folded.sparkSession, "summary", _summary_columns)
         rows = folded.where(F.col("table").isNotNull()).withColumn("_shape", shape).groupBy("table").agg(*aggregates)
-        changed = F.col("applied") > 0
+        changed = _changed()
         tables: dict[str, FoldedTable] = {}
         for row in rows.collect():
             stats = ApplyStats(**{name: int(row[name]) for name in _STAT_COLUMNS}, rows_changed=row["rows_changed"])
@@ -178,7 +178,7 @@ def _summary_columns() -> tuple[Column, list[Column]]:
     """The changed rows' shape (``_shape``) and the per-table aggregates of :meth:`SparkBatchApplier._summarize`."""
     from pyspark.sql import functions as F
 
-    changed = F.col("applied") > 0
+    changed = _changed()
     shape = F.when(changed, ROW_SHAPE(F.col("pk"), F.col("row.cols")))
     aggregates = [
         *[F.sum(name).alias(name) for name in _STAT_COLUMNS],
@@ -191,6 +191,13 @@ def _summary_columns() -> tuple[Column, list[Column]]:
         F.percentile_approx(F.when(changed, F.col("row.ts")), list(FRESHNESS_QUANTILES)).alias("ts_quantiles"),
     ]
     return shape, aggregates
+
+
+def _changed() -> Column:
+    """Whether a folded row changed: the fold applied at least one of its operations."""
+    from pyspark.sql import functions as F
+
+    return F.col("applied") > 0
 
 
 @contextmanager
