@@ -30,7 +30,7 @@ from cdcbridge.apply.marker import BatchMarker
 from cdcbridge.apply.model import ColumnValue, PkValue, PrimaryKey, TargetRow
 from cdcbridge.apply.targets.base import SparkFoldTarget, TargetBatch
 from cdcbridge.apply.targets.dead_letters import DEAD_LETTER_COLUMNS, dead_letter_row
-from cdcbridge.apply.targets.postgres_frames import csv_text, current_rows_query, keys_json
+from cdcbridge.apply.targets.postgres_frames import csv_text, current_row_lines, current_rows_query, keys_json
 from cdcbridge.changes import Value
 
 if TYPE_CHECKING:
@@ -339,9 +339,7 @@ class PostgresTarget(SparkFoldTarget):
             self.connection.rollback()
         if not texts:
             return None
-        lines = grouped.sparkSession.createDataFrame([(text,) for text in texts], "text string").select(
-            F.explode(F.split("text", "\n")).alias("line")
-        )
+        lines = current_row_lines(grouped.sparkSession, texts)
         schema = f"table string, pk {PK_TYPE}, cur {STATE_TYPE}"
         parsed = lines.select(F.from_json("line", schema, {"mode": "FAILFAST"}).alias("r"))
         return parsed.select("r.table", "r.pk", "r.cur")

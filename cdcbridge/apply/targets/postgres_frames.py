@@ -4,7 +4,8 @@ Python (the driver has no Arrow here).
 - Keys of a batch: Spark renders them as one JSON array of arrays (each pk value as text, binary in base64),
   PostgreSQL unpacks it with ``json_array_elements`` and joins the table.
 - Current rows: PostgreSQL renders each as one JSON line in the fold's state shape (``table``, ``pk``, ``cur``:
-  see :mod:`cdcbridge.apply.spark_fold`), Spark splits the text and parses it with ``from_json``. A row whose
+  see :mod:`cdcbridge.apply.spark_fold`), the driver hands the lines to Spark in chunks of whole lines (so no task
+  carries more than :data:`TASK_TEXT_CHARS` of them), and Spark parses them with ``from_json``. A row whose
   ``attrs`` the JSON shape cannot carry exactly (an integer beyond int64, an object the apply job never writes) is
   reported as not representable, and the batch takes the reference path.
 - Folded rows: Spark renders them as CSV for ``COPY … (FORMAT csv)``, ``attrs`` in the layout of
@@ -14,18 +15,22 @@ Python (the driver has no Arrow here).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from psycopg import sql
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 #: PostgreSQL type of a primary-key column → field of the fold's primary-key union.
 PK_FIELD = {"bigint": "l", "text": "s", "bytea": "b"}
 #: DecimalFormat pattern: plain notation, the shortest digits of the double, at least one fraction digit.
 _PLAIN_DOUBLE = "0.0" + "#" * 340
 _INT64 = (-(2**63), 2**63 - 1)
+#: The most current-row text one Spark task carries: Spark warns about tasks over 1000 KiB, and one table's text
+#: is tens of MiB at 100k-message batches (a task per table made the PostgreSQL benchmark warn every batch).
+TASK_TEXT_CHARS = 512 * 1024
 
 
 def _json_string(text: str) -> str:
@@ -149,3 +154,34 @@ def current_rows_query(schema: str, table: str, pk: list[tuple[str, str]]) -> sq
         table=sql.Identifier(schema, table),
         names=sql.SQL(", ").join(sql.Identifier(name) for name, _ in pk),
     )
+
+
+def text_chunks(texts: Iterable[str], limit: int = TASK_TEXT_CHARS) -> list[str]:
+    """The lines of `texts` (each a newline-separated text) regrouped into texts of whole lines, each at most
+    `limit` characters long unless it is one line longer than that."""
+    chunks: list[str] = []
+    lines: list[str] = []
+    size = 0
+    for text in texts:
+        for line in text.split("\n"):
+            if lines and size + len(line) > limit:
+                chunks.append("\n".join(lines))
+                lines, size = [], 0
+            lines.append(line)
+            size += len(line) + 1
+    if lines:
+        chunks.append("\n".join(lines))
+    return chunks
+
+
+def current_row_lines(spark: SparkSession, texts: Iterable[str], limit: int = TASK_TEXT_CHARS) -> DataFrame:
+    """The lines of `texts` as a frame (``line``), one Spark task per chunk of :func:`text_chunks` (handed to the
+    JVM as a few strings: not row by row through Python)."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    chunks = text_chunks(texts, limit)
+    rdd = spark.sparkContext._jsc.parallelize(chunks, max(1, len(chunks)))
+    strings = spark._jvm.org.apache.spark.sql.Encoders.STRING()
+    frame = DataFrame(spark._jsparkSession.createDataset(rdd.rdd(), strings).toDF(), spark)  # one column, "value"
+    return frame.select(F.explode(F.split("value", "\n")).alias("line"))
