@@ -157,20 +157,21 @@ def current_rows_query(schema: str, table: str, pk: list[tuple[str, str]]) -> sq
 
 
 def text_chunks(texts: Iterable[str], limit: int = TASK_TEXT_CHARS) -> list[str]:
-    """The lines of `texts` (each a newline-separated text) regrouped into texts of whole lines, each at most
-    `limit` characters long unless it is one line longer than that."""
+    """Each of `texts` (newline-separated lines) cut at line ends into texts of at most `limit` characters, or of
+    one line when that line is longer. The cuts are found by searching back from each `limit`-th character, so
+    the driver does not walk the lines one by one."""
     chunks: list[str] = []
-    lines: list[str] = []
-    size = 0
     for text in texts:
-        for line in text.split("\n"):
-            if lines and size + len(line) > limit:
-                chunks.append("\n".join(lines))
-                lines, size = [], 0
-            lines.append(line)
-            size += len(line) + 1
-    if lines:
-        chunks.append("\n".join(lines))
+        start = 0
+        while len(text) - start > limit:
+            cut = text.rfind("\n", start, start + limit + 1)
+            if cut < 0:  # the line at `start` is longer than `limit`: it goes alone
+                cut = text.find("\n", start + limit)
+                if cut < 0:
+                    break
+            chunks.append(text[start:cut])
+            start = cut + 1
+        chunks.append(text[start:])
     return chunks
 
 

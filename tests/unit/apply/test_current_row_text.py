@@ -18,8 +18,10 @@ def test_chunks_keep_every_line_in_order_and_stay_within_the_limit_unless_one_li
         assert len(chunk) <= limit or "\n" not in chunk
 
 
-def test_a_large_text_is_cut_at_line_ends_into_several_chunks():
+def test_a_large_text_is_cut_at_line_ends_into_chunks_within_the_limit():
     text = "\n".join(f'{{"row": {n}}}' for n in range(1000))
     chunks = text_chunks([text], limit=1000)
-    assert len(chunks) == len(text) // 1000 + 1
+    assert len(chunks) > len(text) // 1000
+    assert all(len(chunk) <= 1000 for chunk in chunks)
     assert all(chunk.startswith('{"row": ') and chunk.endswith("}") for chunk in chunks)
+    assert text_chunks(["x" * 50 + "\n" + "y" * 5], limit=10) == ["x" * 50, "y" * 5]
