@@ -1,7 +1,7 @@
 """The fold of :mod:`.fold` in the JVM: each target row's operations are folded by compiled code, once per row.
 
 Per row key (one shuffle): collect the row's operations (:mod:`.spark_operations`), then one call of the compiled
-fold (``FoldRow.java``, a Spark Java UDF built by deploy/spark/pom.xml into the connector jars folder): drop
+fold (``FoldRow.java``, a Catalyst expression built by deploy/spark/pom.xml into the connector jars folder): drop
 seq-less tombstones, sort by (seq_key, tombstone, partition, offset) and drop redeliveries (the first of each
 seq_key; a message before a tombstone of the same seq, as the reference path keeps it), keep the operations newer
 than the row's ``_seq`` (the guard; the rest are stale), and apply them in seq order onto the row's current state
@@ -42,8 +42,9 @@ RESULT_TYPE = (
     f"struct<cols:{COLUMNS_TYPE},del:boolean,seq:string,ts:bigint,seqless:int,duplicates:int,stale:int,"
     "applied:int,redundant:int,err:boolean>"
 )
-#: The fold, compiled: deploy/spark/src/main/java/io/cdcbridge/spark/FoldRow.java.
-FOLD = KernelFunction("cdcbridge_fold_row", "io.cdcbridge.spark.FoldRow", RESULT_TYPE)
+#: The fold, compiled: deploy/spark/src/main/java/io/cdcbridge/spark/FoldRow.java, an expression on Spark's own values
+#: (see :mod:`.spark_kernel`).
+FOLD = KernelFunction("cdcbridge_fold_row", "io.cdcbridge.spark.FoldRow", RESULT_TYPE, expression=True)
 #: The grouping's and the fold's columns, built once (:mod:`.spark_columns`).
 _COLUMNS: ColumnCache = ColumnCache()
 

@@ -1,0 +1,122 @@
+package io.cdcbridge.spark;
+
+import java.io.Serializable;
+import java.lang.reflect.Constructor;
+import java.util.Arrays;
+
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
+import org.apache.spark.sql.catalyst.expressions.codegen.CodegenFallback;
+import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
+import org.apache.spark.sql.types.DataType;
+
+import scala.Function1;
+import scala.collection.immutable.IndexedSeq;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * A compiled function of the apply job as a Catalyst expression rather than a Java UDF: it reads its arguments as
+ * Spark holds them (InternalRow, ArrayData, MapData, UTF8String) and returns its result the same way. A Java UDF
+ * has every argument converted into Row, Seq, Map and String objects and its result converted back; for the
+ * fold that conversion cost more than the fold itself.
+ *
+ * <p>Spark's generated code calls {@code eval} ({@link CodegenFallback}). A subclass takes its arguments and its
+ * result type (a Spark DDL type, given at registration) in a constructor {@code (Expression[], DataType)}.
+ * cdcbridge/apply/spark_kernel.py registers one by name with {@link #builder}.
+ */
+public abstract class KernelExpression extends Expression implements CodegenFallback, Serializable {
+    private static final long serialVersionUID = 1L;
+
+    private final Expression[] arguments;
+    private final DataType resultType;
+
+    protected KernelExpression(Expression[] arguments, int arity, DataType resultType) {
+        if (arguments.length != arity) {
+            throw new IllegalArgumentException(
+                    getClass().getSimpleName() + " takes " + arity + " arguments, got " + arguments.length);
+        }
+        this.arguments = arguments.clone();
+        this.resultType = resultType;
+    }
+
+    /** The same function on other arguments (Catalyst rewrites a plan's expressions by copying them). */
+    protected abstract KernelExpression copy(Expression[] newArguments);
+
+    /** The expression of argument {@code index}. */
+    protected final Expression argument(int index) {
+        return arguments[index];
+    }
+
+    /**
+     * What Spark's function registry calls to build the expression {@code className} on a call's arguments, with
+     * result type {@code resultDdl}.
+     */
+    public static Function1<Seq<Expression>, Expression> builder(String className, String resultDdl)
+            throws ReflectiveOperationException {
+        Class<? extends KernelExpression> kind =
+                Class.forName(className, true, KernelExpression.class.getClassLoader()).asSubclass(KernelExpression.class);
+        Constructor<? extends KernelExpression> make = kind.getConstructor(Expression[].class, DataType.class);
+        DataType type = DataType.fromDDL(resultDdl);
+        return called -> {
+            try {
+                return make.newInstance(CollectionConverters.asJava(called).toArray(new Expression[0]), type);
+            } catch (ReflectiveOperationException error) {
+                Throwable cause = error.getCause() != null ? error.getCause() : error;
+                throw new IllegalArgumentException(className + ": " + cause.getMessage(), cause);
+            }
+        };
+    }
+
+    @Override
+    public final Seq<Expression> children() {
+        return CollectionConverters.asScala(Arrays.asList(arguments)).toList();
+    }
+
+    @Override
+    public boolean nullable() {
+        return true;
+    }
+
+    @Override
+    public final DataType dataType() {
+        return resultType;
+    }
+
+    @Override
+    public final ExprCode doGenCode(CodegenContext ctx, ExprCode ev) {
+        return CodegenFallback.super.doGenCode(ctx, ev);
+    }
+
+    @Override
+    public final Expression withNewChildrenInternal(IndexedSeq<Expression> newChildren) {
+        return copy(CollectionConverters.asJava(newChildren).toArray(new Expression[0]));
+    }
+
+    @Override
+    public final int productArity() {
+        return arguments.length + 1;
+    }
+
+    @Override
+    public final Object productElement(int n) {
+        return n < arguments.length ? arguments[n] : resultType;
+    }
+
+    @Override
+    public final boolean canEqual(Object other) {
+        return other != null && other.getClass() == getClass();
+    }
+
+    @Override
+    public final boolean equals(Object other) {
+        return canEqual(other)
+                && Arrays.equals(arguments, ((KernelExpression) other).arguments)
+                && resultType.equals(((KernelExpression) other).resultType);
+    }
+
+    @Override
+    public final int hashCode() {
+        return 31 * (31 * getClass().hashCode() + Arrays.hashCode(arguments)) + resultType.hashCode();
+    }
+}
