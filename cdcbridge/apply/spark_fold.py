@@ -44,7 +44,7 @@ RESULT_TYPE = (
 )
 #: The fold, compiled: deploy/spark/src/main/java/io/cdcbridge/spark/FoldRow.java, an expression on Spark's own values
 #: (see :mod:`.spark_kernel`).
-FOLD = KernelFunction("cdcbridge_fold_row", "io.cdcbridge.spark.FoldRow", RESULT_TYPE, expression=True)
+FOLD = KernelFunction("cdcbridge_fold_row", "io.cdcbridge.spark.FoldRow", RESULT_TYPE)
 #: The grouping's and the fold's columns, built once (:mod:`.spark_columns`).
 _COLUMNS: ColumnCache = ColumnCache()
 

@@ -3,12 +3,12 @@
 They live in ``cdcbridge-spark-kernel.jar``, which deploy/spark/pom.xml builds from deploy/spark/src/main/java into
 the connector jars folder (so ``spark.jars`` carries it). Compiled because Spark SQL runs higher-order functions
 (``transform``, ``filter``, ``aggregate``, map functions) interpreted, lambda by lambda, where compiled code runs
-once per row. Each is registered by name in the session whose frames call it, as one of two kinds:
-
-- a Java UDF: Spark converts every argument into Row/Seq/Map/String objects and the result back;
-- a Catalyst expression (``KernelExpression.java``): it reads and returns Spark's own values, so nothing is
-  converted. The fold is one: Delta at 100k batches, runs alternating in one JVM, 17.1k/19.0k, 16.4k/20.5k,
-  18.2k/18.6k and 19.2k/20.4k rec/s (UDF/expression; the tables compared equal after the last three pairs).
+once per row. Each is a Catalyst expression (``KernelExpression.java``) registered by name in the session whose
+frames call it: it reads and returns Spark's own values (InternalRow, ArrayData, MapData, UTF8String), where a
+Java UDF has every argument converted into Row/Seq/Map/String objects and its result converted back. For the fold
+that conversion cost more than the fold: Delta at 100k batches, runs alternating in one JVM, 17.1k/19.0k,
+16.4k/20.5k, 18.2k/18.6k and 19.2k/20.4k rec/s (UDF/expression; the tables compared equal after the last three
+pairs).
 """
 
 from __future__ import annotations
@@ -29,13 +29,12 @@ EXPRESSION_FACTORY = "io.cdcbridge.spark.KernelExpression"
 
 @dataclass(frozen=True)
 class KernelFunction:
-    """One compiled function: the SQL name it is registered under, its Java class, its result type and whether it
-    is a Catalyst expression (else a Java UDF)."""
+    """One compiled function: the SQL name it is registered under, its Java class (a ``KernelExpression``) and its
+    result type (Spark DDL)."""
 
     name: str
     java_class: str
     return_type: str
-    expression: bool = False
 
     def register(self, spark: SparkSession) -> None:
         """Register the function in `spark` unless it is there already (registering again makes Spark log a
@@ -43,11 +42,8 @@ class KernelFunction:
         if spark.catalog.functionExists(self.name):
             return
         try:
-            if self.expression:
-                self._register_expression(spark)
-            else:
-                spark.udf.registerJavaFunction(self.name, self.java_class, self.return_type)
-        except Exception as error:  # Spark's AnalysisException (or Py4J's error) when the class is not loadable
+            self._register_expression(spark)
+        except Exception as error:  # Py4J's error (or our LookupError) when the class is not loadable
             if self.java_class not in str(error):
                 raise
             raise ApplyJobError(

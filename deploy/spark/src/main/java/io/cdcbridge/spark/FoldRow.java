@@ -66,9 +66,9 @@ public final class FoldRow extends KernelExpression {
     }
 
     @Override
-    public Object eval(InternalRow input) {
-        ArrayData opArray = (ArrayData) argument(0).eval(input);
-        InternalRow current = (InternalRow) argument(1).eval(input);
+    public Object compute(Object[] values) {
+        ArrayData opArray = (ArrayData) values[0];
+        InternalRow current = (InternalRow) values[1];
         int received = opArray == null ? 0 : opArray.numElements();
         List<InternalRow> withSeq = new ArrayList<>(received);
         for (int i = 0; i < received; i++) {

@@ -3,11 +3,15 @@ package io.cdcbridge.spark;
 import java.io.Serializable;
 import java.lang.reflect.Constructor;
 import java.util.Arrays;
+import java.util.List;
 
+import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.codegen.CodeBlock;
+import org.apache.spark.sql.catalyst.expressions.codegen.CodeGenerator;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
-import org.apache.spark.sql.catalyst.expressions.codegen.CodegenFallback;
 import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
+import org.apache.spark.sql.catalyst.expressions.codegen.JavaCode;
 import org.apache.spark.sql.types.DataType;
 
 import scala.Function1;
@@ -21,11 +25,14 @@ import scala.jdk.javaapi.CollectionConverters;
  * has every argument converted into Row, Seq, Map and String objects and its result converted back; for the
  * fold that conversion cost more than the fold itself.
  *
- * <p>Spark's generated code calls {@code eval} ({@link CodegenFallback}). A subclass takes its arguments and its
+ * <p>A subclass computes its result from its argument values ({@link #compute}). It takes its arguments and its
  * result type (a Spark DDL type, given at registration) in a constructor {@code (Expression[], DataType)}.
- * cdcbridge/apply/spark_kernel.py registers one by name with {@link #builder}.
+ * cdcbridge/apply/spark_kernel.py registers one by name with {@link #builder}. The generated code of a plan
+ * evaluates the arguments and calls {@code compute} ({@link #doGenCode}), so the expression stays inside Spark's
+ * whole-stage code generation: an expression that only interprets ({@code CodegenFallback}) takes the operator
+ * holding it out of it, and that operator then copies every row it passes on.
  */
-public abstract class KernelExpression extends Expression implements CodegenFallback, Serializable {
+public abstract class KernelExpression extends Expression implements Serializable {
     private static final long serialVersionUID = 1L;
 
     private final Expression[] arguments;
@@ -42,6 +49,12 @@ public abstract class KernelExpression extends Expression implements CodegenFall
 
     /** The same function on other arguments (Catalyst rewrites a plan's expressions by copying them). */
     protected abstract KernelExpression copy(Expression[] newArguments);
+
+    /**
+     * The result for these argument values (null for a null argument), as Spark holds values: InternalRow,
+     * ArrayData, MapData, UTF8String, byte[] or a boxed primitive. Public for the generated code.
+     */
+    public abstract Object compute(Object[] values);
 
     /** The expression of argument {@code index}. */
     protected final Expression argument(int index) {
@@ -84,8 +97,44 @@ public abstract class KernelExpression extends Expression implements CodegenFall
     }
 
     @Override
+    public final Object eval(InternalRow input) {
+        Object[] values = new Object[arguments.length];
+        for (int i = 0; i < arguments.length; i++) {
+            values[i] = arguments[i].eval(input);
+        }
+        return compute(values);
+    }
+
+    /** Code that evaluates the arguments as the plan's generated code does and hands their values to compute. */
+    @Override
     public final ExprCode doGenCode(CodegenContext ctx, ExprCode ev) {
-        return CodegenFallback.super.doGenCode(ctx, ev);
+        String kernel = ctx.addReferenceObj("kernel", this, KernelExpression.class.getName());
+        String values = ctx.freshName("kernelArguments");
+        String result = ctx.freshName("kernelResult");
+        StringBuilder code = new StringBuilder();
+        code.append("Object[] ").append(values).append(" = new Object[").append(arguments.length).append("];\n");
+        for (int i = 0; i < arguments.length; i++) {
+            ExprCode argument = arguments[i].genCode(ctx);
+            DataType type = arguments[i].dataType();
+            String value = CodeGenerator.isPrimitiveType(type)
+                    ? CodeGenerator.boxedType(type) + ".valueOf(" + argument.value() + ")"
+                    : argument.value().toString();
+            code.append(argument.code()).append("\n");
+            code.append("if (!").append(argument.isNull()).append(") {\n  ")
+                    .append(values).append("[").append(i).append("] = ").append(value).append(";\n}\n");
+        }
+        String javaType = CodeGenerator.javaType(dataType());
+        code.append("Object ").append(result).append(" = ").append(kernel).append(".compute(").append(values)
+                .append(");\n");
+        code.append("boolean ").append(ev.isNull()).append(" = ").append(result).append(" == null;\n");
+        code.append(javaType).append(" ").append(ev.value()).append(" = ").append(ev.isNull()).append(" ? ")
+                .append(CodeGenerator.defaultValue(dataType(), true)).append(" : (").append(CodeGenerator.boxedType(dataType()))
+                .append(") ").append(result).append(";\n");
+        return new ExprCode(
+                new CodeBlock(CollectionConverters.asScala(List.of(code.toString())).toList(),
+                        CollectionConverters.asScala(List.<JavaCode>of()).toList()),
+                JavaCode.isNullVariable(ev.isNull().toString()),
+                JavaCode.variable(ev.value().toString(), dataType()));
     }
 
     @Override

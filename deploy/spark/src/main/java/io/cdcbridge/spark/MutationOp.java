@@ -1,13 +1,13 @@
 package io.cdcbridge.spark;
 
-import java.util.ArrayList;
-import java.util.List;
-import java.util.Set;
-
-import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.api.java.UDF3;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.catalyst.util.GenericArrayData;
+import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * A decoded MUTATE_LOG envelope checked and turned into the fold's operation, compiled: what
@@ -18,11 +18,14 @@ import org.apache.spark.sql.types.StructType;
  * Result: {@code struct<pk, op>} (spark_operations.ENVELOPE_OP_TYPE), or null when the envelope breaks a rule
  * (the job leaves it to the reference path, which says what is wrong).
  */
-public final class MutationOp extends EnvelopeFunction<MutationOp.Layout>
-        implements UDF3<Row, Integer, Long, Row> {
+public final class MutationOp extends EnvelopeFunction<MutationOp.Layout> {
     private static final long serialVersionUID = 1L;
-    private static final Set<String> TYPES = Set.of("PUT", "UPDATE", "DELETE", "INCREMENT");
-    private static final Set<String> CELL_OPS = Set.of("PUT", "DELETE_ONE_VERSION", "DELETE_ALL_VERSION", "INCREMENT");
+    private static final UTF8String PUT = UTF8String.fromString("PUT");
+    private static final UTF8String UPDATE = UTF8String.fromString("UPDATE");
+    private static final UTF8String DELETE = UTF8String.fromString("DELETE");
+    private static final UTF8String INCREMENT = UTF8String.fromString("INCREMENT");
+    private static final UTF8String DELETE_ONE_VERSION = UTF8String.fromString("DELETE_ONE_VERSION");
+    private static final UTF8String DELETE_ALL_VERSION = UTF8String.fromString("DELETE_ALL_VERSION");
     private static final int LONG_MEMBER = 1;
 
     /** Where a MUTATE_LOG envelope keeps its own fields, next to the shared ones. */
@@ -31,6 +34,7 @@ public final class MutationOp extends EnvelopeFunction<MutationOp.Layout>
         final int type;
         final int replaceRow;
         final int cells;
+        final int cellFields;
         final int cellName;
         final int cellOp;
         final int cellValue;
@@ -44,13 +48,23 @@ public final class MutationOp extends EnvelopeFunction<MutationOp.Layout>
             replaceRow = envelope.fieldIndex("replace_row");
             cells = envelope.fieldIndex("cells");
             StructType cell = Envelope.elements(envelope, cells);
+            cellFields = cell.fields().length;
             cellName = cell.fieldIndex("name");
             cellOp = cell.fieldIndex("op");
             cellValue = cell.fieldIndex("value");
             cellVersion = cell.fieldIndex("version");
             cellAmount = cell.fieldIndex("amount");
-            value = new Envelope.Union(Envelope.struct(cell, cellValue), Envelope.VALUE_MEMBERS);
+            value = new Envelope.Union(Envelope.struct(cell, cellValue), Envelope.VALUE_MEMBERS, Envelope.VALUE_TYPES);
         }
+    }
+
+    public MutationOp(Expression[] arguments, DataType resultType) {
+        super(arguments, resultType);
+    }
+
+    @Override
+    protected KernelExpression copy(Expression[] newArguments) {
+        return new MutationOp(newArguments, dataType());
     }
 
     @Override
@@ -59,58 +73,68 @@ public final class MutationOp extends EnvelopeFunction<MutationOp.Layout>
     }
 
     @Override
-    Row operation(Row envelope, Layout at, Integer partition, Long offset) {
+    InternalRow operation(InternalRow envelope, Layout at, Integer partition, Long offset) {
         Envelope.Head head = Envelope.head(envelope, at.common);
-        String type = envelope.isNullAt(at.type) ? null : envelope.getString(at.type);
-        if (head == null || !TYPES.contains(type) || envelope.isNullAt(at.cells)) {
+        UTF8String type = Envelope.optionalString(envelope, at.type);
+        boolean known = PUT.equals(type) || UPDATE.equals(type) || DELETE.equals(type) || INCREMENT.equals(type);
+        if (head == null || !known || envelope.isNullAt(at.cells)) {
             return null;
         }
         boolean deleted = Envelope.flag(envelope, at.common.rowDeleted);
         boolean replace = Envelope.flag(envelope, at.replaceRow);
-        List<Row> cells = Envelope.list(envelope, at.cells);
-        if (type.equals("DELETE") != deleted || (deleted && !cells.isEmpty()) || (replace && !type.equals("PUT"))) {
+        ArrayData cells = envelope.getArray(at.cells);
+        int count = cells.numElements();
+        if (DELETE.equals(type) != deleted || (deleted && count > 0) || (replace && !PUT.equals(type))) {
             return null;
         }
-        List<Row> converted = new ArrayList<>(cells.size());
+        Object[] converted = new Object[count];
         boolean writes = false;
-        for (Row cell : cells) {
-            Row out = cell == null ? null : cell(cell, at, head.ts());
+        for (int i = 0; i < count; i++) {
+            InternalRow out = cells.isNullAt(i) ? null : cell(cells.getStruct(i, at.cellFields), at, head.ts());
             if (out == null) {
                 return null;
             }
-            converted.add(out);
-            writes |= isWrite(out.getString(1));
+            converted[i] = out;
+            writes |= isWrite(out.getUTF8String(1));
         }
-        Row op = RowFactory.create(head.seqKey(), false, partition, offset, head.ts(), deleted, false, replace, false,
-                writes, converted);
-        return RowFactory.create(head.pk(), op);
+        InternalRow op = new GenericInternalRow(new Object[] {
+            head.seqKey(), false, partition, offset, head.ts(), deleted, false, replace, false, writes,
+            new GenericArrayData(converted)});
+        return new GenericInternalRow(new Object[] {head.pk(), op});
     }
 
     /** One cell as spark_operations.CELL_TYPE (a PUT or INCREMENT without version takes the message's time, as
      * the reference fold does), or null when it breaks a rule. */
-    private static Row cell(Row cell, Layout at, long ts) {
-        String name = cell.isNullAt(at.cellName) ? null : cell.getString(at.cellName);
-        String kind = cell.isNullAt(at.cellOp) ? null : cell.getString(at.cellOp);
-        if (name == null || name.isEmpty() || !CELL_OPS.contains(kind)) {
+    private static InternalRow cell(InternalRow cell, Layout at, long ts) {
+        UTF8String name = Envelope.optionalString(cell, at.cellName);
+        UTF8String kind = Envelope.optionalString(cell, at.cellOp);
+        if (name == null || name.numBytes() == 0 || kind == null) {
             return null;
         }
-        Row value = cell.isNullAt(at.cellValue) ? null : at.value.convert(cell.getStruct(at.cellValue));
+        InternalRow value = cell.isNullAt(at.cellValue)
+                ? null : at.value.convert(cell.getStruct(at.cellValue, at.value.members()));
         Long version = Envelope.optionalLong(cell, at.cellVersion);
         Long amount = Envelope.optionalLong(cell, at.cellAmount);
-        boolean valid = switch (kind) {
-            case "PUT" -> value != null && amount == null;
-            case "DELETE_ONE_VERSION" -> version != null && amount == null;
-            case "INCREMENT" -> value == null ? amount != null : !value.isNullAt(LONG_MEMBER);
-            default -> amount == null;
-        };
+        boolean valid;
+        if (PUT.equals(kind)) {
+            valid = value != null && amount == null;
+        } else if (DELETE_ONE_VERSION.equals(kind)) {
+            valid = version != null && amount == null;
+        } else if (INCREMENT.equals(kind)) {
+            valid = value == null ? amount != null : !value.isNullAt(LONG_MEMBER);
+        } else if (DELETE_ALL_VERSION.equals(kind)) {
+            valid = amount == null;
+        } else {
+            return null;
+        }
         if (!valid) {
             return null;
         }
         Long effective = isWrite(kind) && version == null ? Long.valueOf(ts) : version;
-        return RowFactory.create(name, kind, value, effective, amount);
+        return new GenericInternalRow(new Object[] {name, kind, value, effective, amount});
     }
 
-    private static boolean isWrite(String kind) {
-        return kind.equals("PUT") || kind.equals("INCREMENT");
+    private static boolean isWrite(UTF8String kind) {
+        return PUT.equals(kind) || INCREMENT.equals(kind);
     }
 }

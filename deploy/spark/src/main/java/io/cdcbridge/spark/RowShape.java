@@ -1,58 +1,79 @@
 package io.cdcbridge.spark;
 
-import java.util.ArrayList;
 import java.util.HashSet;
-import java.util.List;
 import java.util.Locale;
-import java.util.Map;
 import java.util.Set;
 
-import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.api.java.UDF2;
-
-import scala.collection.Seq;
-import scala.jdk.javaapi.CollectionConverters;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.catalyst.util.GenericArrayData;
+import org.apache.spark.sql.catalyst.util.MapData;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * What a folded row looks like to its target, compiled: the names and value types of its attribute columns and
  * of its primary key, and whether two of its column names differ only in case. The apply job collects these per
  * table before writing (cdcbridge/apply/spark_batch.py), so the target can add columns or refuse the batch first.
+ * A Catalyst expression on Spark's own values ({@link KernelExpression}).
  *
  * <p>Arguments: the row's key (spark_operations.PK_TYPE) and its columns (spark_fold.COLUMNS_TYPE). Result:
  * spark_batch.SHAPE_TYPE. Type names are Spark's: boolean, bigint, double, string, binary.
  */
-public final class RowShape implements UDF2<Seq<Row>, scala.collection.Map<String, Row>, Row> {
+public final class RowShape extends KernelExpression {
     private static final long serialVersionUID = 1L;
     /** Type of each field of the value union (z, l, d, s, b); the primary-key union is (l, s, b). */
-    private static final String[] VALUE_TYPES = {"boolean", "bigint", "double", "string", "binary"};
-    private static final String[] PK_TYPES = {"bigint", "string", "binary"};
+    private static final UTF8String[] VALUE_TYPES = names("boolean", "bigint", "double", "string", "binary");
+    private static final UTF8String[] PK_TYPES = names("bigint", "string", "binary");
+    private static final int NAMED_FIELDS = 2, CELL_FIELDS = 2;
+
+    public RowShape(Expression[] arguments, DataType resultType) {
+        super(arguments, 2, resultType);
+    }
 
     @Override
-    public Row call(Seq<Row> pk, scala.collection.Map<String, Row> cols) {
-        List<Row> pkShape = new ArrayList<>();
-        if (pk != null) {
-            for (Row item : CollectionConverters.asJava(pk)) {
-                pkShape.add(RowFactory.create(item.getString(0), typeOf(item.getStruct(1), PK_TYPES)));
-            }
+    protected KernelExpression copy(Expression[] newArguments) {
+        return new RowShape(newArguments, dataType());
+    }
+
+    @Override
+    public Object compute(Object[] values) {
+        ArrayData pk = (ArrayData) values[0];
+        MapData cols = (MapData) values[1];
+        Object[] pkShape = new Object[pk == null ? 0 : pk.numElements()];
+        for (int i = 0; i < pkShape.length; i++) {
+            InternalRow item = pk.getStruct(i, NAMED_FIELDS);
+            InternalRow union = item.isNullAt(1) ? null : item.getStruct(1, PK_TYPES.length);
+            pkShape[i] = named(item.getUTF8String(0), typeOf(union, PK_TYPES));
         }
-        List<Row> columns = new ArrayList<>();
+        Object[] columns = new Object[cols == null ? 0 : cols.numElements()];
         boolean caseConflict = false;
         if (cols != null) {
-            Map<String, Row> named = CollectionConverters.asJava(cols);
-            Set<String> lowered = new HashSet<>();
-            for (Map.Entry<String, Row> column : named.entrySet()) {
-                Row cell = column.getValue();
-                String type = typeOf(cell == null ? null : cell.getStruct(0), VALUE_TYPES);
-                columns.add(RowFactory.create(column.getKey(), type));
-                caseConflict |= !lowered.add(column.getKey().toLowerCase(Locale.ROOT));
+            ArrayData names = cols.keyArray();
+            ArrayData cells = cols.valueArray();
+            Set<String> lowered = columns.length > 1 ? new HashSet<>() : null;
+            for (int i = 0; i < columns.length; i++) {
+                UTF8String name = names.getUTF8String(i);
+                InternalRow cell = cells.isNullAt(i) ? null : cells.getStruct(i, CELL_FIELDS);
+                InternalRow union = cell == null || cell.isNullAt(0) ? null : cell.getStruct(0, VALUE_TYPES.length);
+                columns[i] = named(name, typeOf(union, VALUE_TYPES));
+                if (lowered != null) {
+                    caseConflict |= !lowered.add(name.toString().toLowerCase(Locale.ROOT));
+                }
             }
         }
-        return RowFactory.create(columns, pkShape, caseConflict);
+        return new GenericInternalRow(new Object[] {
+            new GenericArrayData(columns), new GenericArrayData(pkShape), caseConflict});
+    }
+
+    private static InternalRow named(UTF8String name, UTF8String type) {
+        return new GenericInternalRow(new Object[] {name, type});
     }
 
     /** The type of the union's first set field; the last type when none is set (as the SQL CASE it replaces). */
-    private static String typeOf(Row union, String[] types) {
+    private static UTF8String typeOf(InternalRow union, UTF8String[] types) {
         if (union != null) {
             for (int field = 0; field < types.length - 1; field++) {
                 if (!union.isNullAt(field)) {
@@ -61,5 +82,13 @@ public final class RowShape implements UDF2<Seq<Row>, scala.collection.Map<Strin
             }
         }
         return types[types.length - 1];
+    }
+
+    private static UTF8String[] names(String... names) {
+        UTF8String[] out = new UTF8String[names.length];
+        for (int i = 0; i < names.length; i++) {
+            out[i] = UTF8String.fromString(names[i]);
+        }
+        return out;
     }
 }

@@ -1,77 +1,123 @@
 package io.cdcbridge.spark;
 
-import java.util.LinkedHashMap;
+import java.util.HashMap;
 import java.util.Map;
 
-import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.api.java.UDF1;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayBasedMapData;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.catalyst.util.GenericArrayData;
+import org.apache.spark.sql.catalyst.util.MapData;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
-
-import scala.jdk.javaapi.CollectionConverters;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * A stored Delta row as the fold's current state, compiled: the apply job reads the rows of a batch's keys and
- * hands each to {@link FoldRow} in this shape (cdcbridge/apply/spark_fold.py STATE_TYPE).
+ * hands each to {@link FoldRow} in this shape (cdcbridge/apply/spark_fold.py STATE_TYPE), as a Catalyst
+ * expression on Spark's own values ({@link KernelExpression}).
  *
  * <p>Argument: a struct of the table's attribute columns (typed: boolean, bigint, double, string, binary), then
  * {@code _versions}, {@code _deleted}, {@code _seq} and {@code _source_ts}, as cdcbridge/apply/targets/delta.py
  * lays a table out. Result: {@code cols} (each non-null attribute as its value union and version),
- * {@code del}, {@code seq}, {@code ts}.
+ * {@code del}, {@code seq}, {@code ts}. Values are returned as they are read: Spark copies the result before it
+ * reads the next row.
  */
-public final class RowState implements UDF1<Row, Row> {
+public final class RowState extends KernelExpression {
     private static final long serialVersionUID = 1L;
+    private static final int VALUE_FIELDS = 5;
 
-    /** Where a table layout keeps what; computed once per layout (every row of a table shares one). */
-    private record Layout(StructType schema, String[] names, int[] unionFields, int versions, int deleted, int seq,
-                          int ts) {
+    /** Where the argument's struct type keeps what; worked out on the first row. */
+    private record Layout(UTF8String[] names, DataType[] types, int[] unionFields,
+                          Map<UTF8String, Integer> attributeIndex, int versions, int deleted, int seq, int ts) {
     }
 
     private transient Layout layout;
 
+    public RowState(Expression[] arguments, DataType resultType) {
+        super(arguments, 1, resultType);
+    }
+
     @Override
-    public Row call(Row stored) {
+    protected KernelExpression copy(Expression[] newArguments) {
+        return new RowState(newArguments, dataType());
+    }
+
+    @Override
+    public Object compute(Object[] values) {
+        InternalRow stored = (InternalRow) values[0];
         if (stored == null) {
             return null;
         }
-        Layout at = layoutOf(stored.schema());
-        Map<String, Object> versions = stored.isNullAt(at.versions())
-                ? Map.of() : CollectionConverters.asJava(stored.<String, Object>getMap(at.versions()));
-        Map<String, Row> cols = new LinkedHashMap<>();
-        for (int field = 0; field < at.names().length; field++) {
+        Layout at = layout();
+        int attributes = at.names().length;
+        Long[] versions = new Long[attributes];
+        if (!stored.isNullAt(at.versions())) {
+            MapData map = stored.getMap(at.versions());
+            ArrayData keys = map.keyArray();
+            ArrayData versionValues = map.valueArray();
+            for (int i = 0; i < map.numElements(); i++) {
+                Integer attribute = at.attributeIndex().get(keys.getUTF8String(i));
+                if (attribute != null && !versionValues.isNullAt(i)) {
+                    versions[attribute] = versionValues.getLong(i);
+                }
+            }
+        }
+        int set = 0;
+        for (int field = 0; field < attributes; field++) {
+            if (!stored.isNullAt(field)) {
+                set++;
+            }
+        }
+        Object[] names = new Object[set];
+        Object[] cells = new Object[set];
+        int cell = 0;
+        for (int field = 0; field < attributes; field++) {
             if (stored.isNullAt(field)) {
                 continue;
             }
-            Object[] union = new Object[5];
-            union[at.unionFields()[field]] = stored.get(field);
-            cols.put(at.names()[field], RowFactory.create(RowFactory.create(union), versions.get(at.names()[field])));
+            Object[] union = new Object[VALUE_FIELDS];
+            union[at.unionFields()[field]] = stored.get(field, at.types()[field]);
+            names[cell] = at.names()[field];
+            cells[cell] = new GenericInternalRow(new Object[] {new GenericInternalRow(union), versions[field]});
+            cell++;
         }
-        return RowFactory.create(
-                cols,
-                !stored.isNullAt(at.deleted()) && stored.getBoolean(at.deleted()),
-                stored.isNullAt(at.seq()) ? null : stored.getString(at.seq()),
-                stored.isNullAt(at.ts()) ? null : stored.getLong(at.ts()));
+        return new GenericInternalRow(new Object[] {
+            new ArrayBasedMapData(new GenericArrayData(names), new GenericArrayData(cells)),
+            !stored.isNullAt(at.deleted()) && stored.getBoolean(at.deleted()),
+            stored.isNullAt(at.seq()) ? null : stored.getUTF8String(at.seq()),
+            stored.isNullAt(at.ts()) ? null : stored.getLong(at.ts())});
     }
 
-    private Layout layoutOf(StructType schema) {
+    private Layout layout() {
         Layout known = layout;
-        // Every row of a table carries the same schema object: compare by reference before comparing fields.
-        if (known != null && (known.schema() == schema || known.schema().equals(schema))) {
-            return known;
+        if (known == null) {
+            known = layoutOf((StructType) argument(0).dataType());
+            layout = known;
         }
-        int attributes = schema.fields().length - 4;
-        String[] names = new String[attributes];
-        int[] unionFields = new int[attributes];
-        for (int field = 0; field < attributes; field++) {
-            names[field] = schema.fields()[field].name();
-            unionFields[field] = unionField(names[field], schema.fields()[field].dataType());
-        }
-        known = new Layout(schema, names, unionFields, schema.fieldIndex("_versions"), schema.fieldIndex("_deleted"),
-                schema.fieldIndex("_seq"), schema.fieldIndex("_source_ts"));
-        layout = known;
         return known;
+    }
+
+    private static Layout layoutOf(StructType schema) {
+        int attributes = schema.fields().length - 4;
+        UTF8String[] names = new UTF8String[attributes];
+        DataType[] types = new DataType[attributes];
+        int[] unionFields = new int[attributes];
+        Map<UTF8String, Integer> attributeIndex = new HashMap<>();
+        for (int field = 0; field < attributes; field++) {
+            StructField column = schema.fields()[field];
+            names[field] = UTF8String.fromString(column.name());
+            types[field] = column.dataType();
+            unionFields[field] = unionField(column.name(), column.dataType());
+            attributeIndex.put(names[field], field);
+        }
+        return new Layout(names, types, unionFields, attributeIndex,
+                schema.fieldIndex("_versions"), schema.fieldIndex("_deleted"), schema.fieldIndex("_seq"),
+                schema.fieldIndex("_source_ts"));
     }
 
     /** The field of the value union (z, l, d, s, b) that holds a column of this type. */
