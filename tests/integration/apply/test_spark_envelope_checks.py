@@ -18,6 +18,7 @@ from cdcbridge.apply.spark_decode import decoded_records
 from cdcbridge.apply.spark_operations import OP, PYTHON, normalized_operations
 from tests.unit.apply.envelopes import delete_all, delete_one, image, increment, mutation, put
 
+from .interpreted import without_generated_code
 from .kafka_frames import KAFKA_SCHEMA, SCHEMAS, framed, kafka_row, routing
 
 Flaw = Callable[[dict[str, Any]], None]
@@ -160,3 +161,28 @@ def test_every_flaw_alone_is_left_to_the_reference_path(spark) -> None:
         expected = [OP if name in still_valid else PYTHON for name in names]
         assert dict(zip(names, classes, strict=True)) == dict(zip(names, expected, strict=True))
         assert reference_accepts(frame) == [name in still_valid for name in names]
+
+
+def test_the_envelope_checks_give_the_same_operations_without_generated_code(spark) -> None:
+    """MutationOp and ImageOp evaluated row by row (``eval``) classify and build every operation as their
+    generated code does, valid and flawed envelopes alike."""
+    for message_format, valid, own in (
+        (MessageFormat.MUTATE_LOG, MUTATIONS, MUTATION_FLAWS),
+        (MessageFormat.RECORD_IMAGE, IMAGES, IMAGE_FLAWS),
+    ):
+        messages = [(message, message) for message in valid]
+        for _, flaw in sorted({**COMMON_FLAWS, **own}.items()):
+            message = copy.deepcopy(valid[0])
+            flaw(message)
+            messages.append((valid[0], message))
+        frame = flawed_frame(spark, message_format, messages)
+        generated = operations(frame, message_format)
+        with without_generated_code(spark):
+            assert operations(frame, message_format) == generated
+        assert sum(row["_class"] == OP for row in generated) >= len(valid)
+
+
+def operations(frame: Any, message_format: MessageFormat) -> list[Any]:
+    """The class, table, key and operation of each message of `frame`."""
+    normalized = normalized_operations(frame, SCHEMAS, routing(message_format), {})
+    return normalized.select("_class", "table", "pk", "op").collect()

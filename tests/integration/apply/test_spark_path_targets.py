@@ -19,6 +19,7 @@ from cdcbridge.apply.targets.delta import DeltaTarget
 from cdcbridge.apply.targets.postgres import PostgresTarget
 from tests.unit.apply.envelopes import TABLE, delete_all, delete_one, increment, mutation, put
 
+from .interpreted import without_generated_code
 from .kafka_frames import SCHEMAS, batch_frame, routing, with_pk
 
 EDGE = {
@@ -76,6 +77,20 @@ def test_both_paths_write_and_read_back_the_same_rows(spark, postgres, tmp_path,
         return made
 
     reference, candidate = target("reference"), target("spark")
+    check_both_paths(spark, reference, candidate)
+
+
+def test_the_compiled_functions_give_the_same_rows_without_generated_code(spark, tmp_path) -> None:
+    """The fold, the stored Delta rows and the summary evaluated row by row (``eval``), not by generated code."""
+    with without_generated_code(spark):
+        check_both_paths(
+            spark, DeltaTarget(spark, str(tmp_path / "reference")), DeltaTarget(spark, str(tmp_path / "spark"))
+        )
+
+
+def check_both_paths(spark: Any, reference: Any, candidate: Any) -> None:
+    """Both batches of :func:`batches` through the reference path into `reference` and through the Spark path
+    into `candidate`: the same counts and rows after each."""
     mutations = routing(MessageFormat.MUTATE_LOG)
     reference_path = MicroBatchApplier(reference, mutations, "app", BadInputPolicy())
     spark_path = SparkBatchApplier(candidate, mutations, "app")
