@@ -61,11 +61,6 @@ public final class FoldRow extends KernelExpression {
     }
 
     @Override
-    protected KernelExpression copy(Expression[] newArguments) {
-        return new FoldRow(newArguments, dataType());
-    }
-
-    @Override
     public Object compute(Object[] values) {
         ArrayData opArray = (ArrayData) values[0];
         InternalRow current = (InternalRow) values[1];

@@ -51,11 +51,6 @@ public final class ImageOp extends EnvelopeFunction<ImageOp.Layout> {
     }
 
     @Override
-    protected KernelExpression copy(Expression[] newArguments) {
-        return new ImageOp(newArguments, dataType());
-    }
-
-    @Override
     Layout layout(StructType envelope) {
         return new Layout(envelope);
     }

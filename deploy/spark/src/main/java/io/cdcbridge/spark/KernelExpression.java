@@ -47,9 +47,6 @@ public abstract class KernelExpression extends Expression implements Serializabl
         this.resultType = resultType;
     }
 
-    /** The same function on other arguments (Catalyst rewrites a plan's expressions by copying them). */
-    protected abstract KernelExpression copy(Expression[] newArguments);
-
     /**
      * The result for these argument values (null for a null argument), as Spark holds values: InternalRow,
      * ArrayData, MapData, UTF8String, byte[] or a boxed primitive. Public for the generated code.
@@ -137,9 +134,16 @@ public abstract class KernelExpression extends Expression implements Serializabl
                 JavaCode.variable(ev.value().toString(), dataType()));
     }
 
+    /** The same function on other arguments (Catalyst rewrites a plan's expressions by copying them), built by
+     * the constructor every subclass has. */
     @Override
     public final Expression withNewChildrenInternal(IndexedSeq<Expression> newChildren) {
-        return copy(CollectionConverters.asJava(newChildren).toArray(new Expression[0]));
+        Expression[] newArguments = CollectionConverters.asJava(newChildren).toArray(new Expression[0]);
+        try {
+            return getClass().getConstructor(Expression[].class, DataType.class).newInstance(newArguments, resultType);
+        } catch (ReflectiveOperationException error) {
+            throw new IllegalStateException(getClass().getName() + " cannot be copied: " + error, error);
+        }
     }
 
     @Override

@@ -63,11 +63,6 @@ public final class MutationOp extends EnvelopeFunction<MutationOp.Layout> {
     }
 
     @Override
-    protected KernelExpression copy(Expression[] newArguments) {
-        return new MutationOp(newArguments, dataType());
-    }
-
-    @Override
     Layout layout(StructType envelope) {
         return new Layout(envelope);
     }

@@ -34,11 +34,6 @@ public final class RowShape extends KernelExpression {
     }
 
     @Override
-    protected KernelExpression copy(Expression[] newArguments) {
-        return new RowShape(newArguments, dataType());
-    }
-
-    @Override
     public Object compute(Object[] values) {
         ArrayData pk = (ArrayData) values[0];
         MapData cols = (MapData) values[1];

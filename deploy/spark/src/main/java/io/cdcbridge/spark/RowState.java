@@ -43,11 +43,6 @@ public final class RowState extends KernelExpression {
     }
 
     @Override
-    protected KernelExpression copy(Expression[] newArguments) {
-        return new RowState(newArguments, dataType());
-    }
-
-    @Override
     public Object compute(Object[] values) {
         InternalRow stored = (InternalRow) values[0];
         if (stored == null) {
