@@ -36,6 +36,8 @@ public abstract class KernelExpression extends Expression implements Serializabl
     private static final long serialVersionUID = 1L;
 
     private final Expression[] arguments;
+    /** The arguments as Catalyst asks for them, on every walk of a plan: built once. */
+    private final Seq<Expression> children;
     private final DataType resultType;
 
     protected KernelExpression(Expression[] arguments, int arity, DataType resultType) {
@@ -44,6 +46,7 @@ public abstract class KernelExpression extends Expression implements Serializabl
                     getClass().getSimpleName() + " takes " + arity + " arguments, got " + arguments.length);
         }
         this.arguments = arguments.clone();
+        this.children = CollectionConverters.asScala(Arrays.asList(this.arguments)).toList();
         this.resultType = resultType;
     }
 
@@ -66,21 +69,32 @@ public abstract class KernelExpression extends Expression implements Serializabl
             throws ReflectiveOperationException {
         Class<? extends KernelExpression> kind =
                 Class.forName(className, true, KernelExpression.class.getClassLoader()).asSubclass(KernelExpression.class);
-        Constructor<? extends KernelExpression> make = kind.getConstructor(Expression[].class, DataType.class);
+        Constructor<? extends KernelExpression> make = constructorOf(kind);
         DataType type = DataType.fromDDL(resultDdl);
-        return called -> {
-            try {
-                return make.newInstance(CollectionConverters.asJava(called).toArray(new Expression[0]), type);
-            } catch (ReflectiveOperationException error) {
-                Throwable cause = error.getCause() != null ? error.getCause() : error;
-                throw new IllegalArgumentException(className + ": " + cause.getMessage(), cause);
-            }
-        };
+        return called -> make(make, CollectionConverters.asJava(called).toArray(new Expression[0]), type);
+    }
+
+    /** The constructor {@code (Expression[], DataType)} every subclass has. */
+    private static Constructor<? extends KernelExpression> constructorOf(Class<? extends KernelExpression> kind)
+            throws NoSuchMethodException {
+        return kind.getConstructor(Expression[].class, DataType.class);
+    }
+
+    /** A new expression by {@code constructor}; what the constructor refuses (the arity) as an argument error. */
+    private static KernelExpression make(Constructor<? extends KernelExpression> constructor, Expression[] arguments,
+                                         DataType resultType) {
+        try {
+            return constructor.newInstance(arguments, resultType);
+        } catch (ReflectiveOperationException error) {
+            Throwable cause = error.getCause() != null ? error.getCause() : error;
+            throw new IllegalArgumentException(
+                    constructor.getDeclaringClass().getName() + ": " + cause.getMessage(), cause);
+        }
     }
 
     @Override
     public final Seq<Expression> children() {
-        return CollectionConverters.asScala(Arrays.asList(arguments)).toList();
+        return children;
     }
 
     @Override
@@ -138,11 +152,12 @@ public abstract class KernelExpression extends Expression implements Serializabl
      * the constructor every subclass has. */
     @Override
     public final Expression withNewChildrenInternal(IndexedSeq<Expression> newChildren) {
-        Expression[] newArguments = CollectionConverters.asJava(newChildren).toArray(new Expression[0]);
         try {
-            return getClass().getConstructor(Expression[].class, DataType.class).newInstance(newArguments, resultType);
-        } catch (ReflectiveOperationException error) {
-            throw new IllegalStateException(getClass().getName() + " cannot be copied: " + error, error);
+            return make(constructorOf(getClass()), CollectionConverters.asJava(newChildren).toArray(new Expression[0]),
+                    resultType);
+        } catch (NoSuchMethodException error) {
+            throw new IllegalStateException(getClass().getName() + " lacks the constructor (Expression[], DataType)",
+                    error);
         }
     }
 
