@@ -229,8 +229,11 @@ class BridgeProcessor(RecordProcessor):
                 while not self._tracker.wait_all_acked(1.0):
                     self._raise_if_failed()
                 self._raise_if_failed()
-                # Past the end time, records after it were handed out but not produced: no SHARD_END over them.
+                # Past the end time, records after it were handed out but not produced: no SHARD_END over them, and
+                # the shard stays unfinished (its lease held, nothing re-read) until the worker stops.
                 self._write_checkpoint(final=not self._past_end_time)
+                if self._past_end_time:
+                    shutdown.checkpointer.hold_open("it closed after the end time; later records are not produced")
                 return
             if shutdown.reason in (ShutdownReason.STOLEN, ShutdownReason.REQUESTED):
                 self._tracker.wait_all_acked(shutdown.timeout_seconds)

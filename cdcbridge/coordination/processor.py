@@ -77,6 +77,12 @@ class RecordProcessorCheckpointer(Protocol):
         """The position last written (None if the shard was never checkpointed by sequence)."""
         ...
 
+    def hold_open(self, reason: str) -> None:
+        """Keep the shard unfinished at its end on purpose (called from ``shutdown(SHARD_END)``): the records after
+        the last checkpoint are not this processor's to confirm (e.g. they follow ``bridge.end_time``). No SHARD_END
+        is written and no processor restarted; the worker keeps the lease until it stops or the lease moves."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class InitializationInput:

@@ -59,6 +59,7 @@ class ShardCheckpointer:
         self._largest: ExtendedSequence | None = None
         self._shard_end_handed_out = False
         self._closed: str | None = None
+        self._held_open: str | None = None
 
     # ----- RecordProcessorCheckpointer ----------------------------------------------------------------------
 
@@ -98,7 +99,18 @@ class ShardCheckpointer:
             while self._batches and position.covers(self._batches[0].sequences[-1]):
                 self._batches.popleft()
 
+    def hold_open(self, reason: str) -> None:
+        with self._lock:
+            self._check_open()
+            self._held_open = reason
+
     # ----- used by the shard consumer -----------------------------------------------------------------------
+
+    @property
+    def held_open(self) -> str | None:
+        """Why the processor keeps the shard unfinished at its end (None: it does not)."""
+        with self._lock:
+            return self._held_open
 
     def hand_out(self, start_iterator: str, next_iterator: str | None, records: list[ChangeRecord]) -> None:
         """Register a batch about to be given to the processor (records already de-duplicated)."""

@@ -5,7 +5,10 @@ runs at a time on the shared pool; tasks never sleep, the consumer just does not
 
 Shutdown (§5.3): SHARD_END drains until every record is confirmed, then SHARD_END is written and the lease released;
 STOLEN / REQUESTED drain for at most the hand-off timeout, then transfer / release; LEASE_LOST closes the
-checkpointer first and writes nothing; FAILED restarts a fresh processor from the stored checkpoint.
+checkpointer first and writes nothing; FAILED restarts a fresh processor from the stored checkpoint. A processor
+that keeps its shard unfinished at the end (``hold_open``, e.g. records after ``bridge.end_time``) leaves the
+consumer HOLDING: the lease stays held with its checkpoint, nothing is restarted or re-read, and the next shutdown
+request goes straight to its lease write (the processor already drained).
 """
 
 from __future__ import annotations
@@ -89,7 +92,7 @@ class ShardConsumer:
     def due_at(self) -> float | None:
         """Monotonic time at which `tick` has work again after a back-off; None while a task runs (its end wakes
         the worker) or when nothing waits on time."""
-        if self.state is ConsumerState.DONE or self._future is not None:
+        if self.state in (ConsumerState.DONE, ConsumerState.HOLDING) or self._future is not None:
             return None
         return self._not_before
 
@@ -166,12 +169,13 @@ class ShardConsumer:
 
     def _begin_drain(self, reason: ShutdownReason) -> None:
         already = self.state is ConsumerState.DRAINING
+        notify = self._incarnation is not None and self.state is not ConsumerState.HOLDING  # holding: it drained
         self.state = ConsumerState.DRAINING
         self.reason = reason
         if reason is ShutdownReason.LEASE_LOST and self._incarnation is not None:
             self._incarnation.checkpointer.close("lease lost")
         if not already:  # a drain in progress keeps its phase; only the final lease write follows the new reason
-            self._phase = _DrainPhase.NOTIFY if self._incarnation is not None else _DrainPhase.FINALIZE
+            self._phase = _DrainPhase.NOTIFY if notify else _DrainPhase.FINALIZE
             self._not_before = 0.0
         log.info("shard %s draining: %s", self.shard_id, reason)
 
@@ -194,6 +198,9 @@ class ShardConsumer:
                 if not notified_ok:
                     self._restart(now)
                     return
+                if inc.checkpointer.held_open is not None:
+                    self._hold(inc.checkpointer.held_open)
+                    return
                 if not inc.checkpointer.all_confirmed():
                     if now < self._deadline:
                         return  # acks may still arrive asynchronously
@@ -210,6 +217,14 @@ class ShardConsumer:
             self._phase = _DrainPhase.FINALIZE
         if self._phase is _DrainPhase.FINALIZE:
             self._submit(FinalizeTask(self._ctx, inc, self._finalize_reason()).run)
+
+    def _hold(self, why: str) -> None:
+        """The processor keeps the shard unfinished: keep the lease and its checkpoint, run nothing more."""
+        self.state = ConsumerState.HOLDING
+        self.reason = None
+        self._notify = None
+        log.info("shard %s stays unfinished at its end (%s); its lease is kept until the worker stops", self.shard_id,
+                 why)  # fmt: skip
 
     def _finalize_reason(self) -> ShutdownReason:
         """After a failure, a pending hand-off or release wins over a restart."""

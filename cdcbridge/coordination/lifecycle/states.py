@@ -13,12 +13,14 @@ if TYPE_CHECKING:
 
 
 class ConsumerState(StrEnum):
-    """WAITING_ON_PARENTS → INITIALIZING → PROCESSING → DRAINING → DONE; one task per state."""
+    """WAITING_ON_PARENTS → INITIALIZING → PROCESSING → DRAINING → DONE; one task per state. HOLDING: the shard's
+    end was reached but the processor keeps it unfinished (``hold_open``); no task runs until a shutdown request."""
 
     WAITING_ON_PARENTS = "WAITING_ON_PARENTS"
     INITIALIZING = "INITIALIZING"
     PROCESSING = "PROCESSING"
     DRAINING = "DRAINING"
+    HOLDING = "HOLDING"
     DONE = "DONE"
 
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from cdcbridge.apply.job import run_apply
@@ -145,34 +146,48 @@ def test_a_prefilled_table_ends_equal_to_the_source_with_writes_during_the_expor
     assert images == source  # the compacted image topic is a replica too
 
 
+@pytest.mark.parametrize(
+    ("table", "split_after", "end_after", "total"),
+    [("events", 20, 40, 55), ("events_late", 30, 20, 45)],
+    ids=["end-time-in-the-children", "parent-closes-after-the-end-time"],
+)
 def test_a_worker_with_an_end_time_produces_exactly_the_changes_up_to_it_and_exits_0(
-    stack: StackEndpoints, emulator: EmulatorServer, tmp_path: Path
-) -> None:
+    stack: StackEndpoints, emulator: EmulatorServer, tmp_path: Path, table: str, split_after: int, end_after: int,
+    total: int,
+) -> None:  # fmt: skip
+    """The table's one shard splits after `split_after` writes; the end time falls after `end_after` of `total`.
+    When the parent closes after the end time it stays unfinished, held by its worker without restarts."""
     from tablestore import Condition, Row, RowExistenceExpectation
 
     ignore = Condition(RowExistenceExpectation.IGNORE)
     ots = ots_client(emulator.url)
-    stream_id = create_stream_table(ots, "events", [("region", "STRING"), ("id", "INTEGER")])
+    stream_id = create_stream_table(ots, table, [("region", "STRING"), ("id", "INTEGER")])
     streams = StreamClient(ots)
+    written = 0
 
-    def write(n: int) -> None:
-        for i in range(n):
+    def write_until(n: int) -> None:
+        nonlocal written
+        for i in range(written, n):
             row_key = key(i % 12)
             if i % 4 == 0:
-                ots.put_row("events", Row(row_key, [("balance", i), ("owner", f"o{i}")]), ignore)
+                ots.put_row(table, Row(row_key, [("balance", i), ("owner", f"o{i}")]), ignore)
             elif i % 4 == 1:
-                ots.update_row("events", Row(row_key, {"increment": [("balance", 3)]}), ignore)
+                ots.update_row(table, Row(row_key, {"increment": [("balance", 3)]}), ignore)
             elif i % 4 == 2:
-                ots.update_row("events", Row(row_key, {"put": [("note", f"n{i}")], "delete_all": ["owner"]}), ignore)
+                ots.update_row(table, Row(row_key, {"put": [("note", f"n{i}")], "delete_all": ["owner"]}), ignore)
             else:
-                ots.delete_row("events", Row(row_key), ignore)
+                ots.delete_row(table, Row(row_key), ignore)
+        written = n
 
-    write(20)
     parent = streams.list_all_shards(stream_id)[0].shard_id
-    emulator.backend.call("split_shard", "events", parent)  # the end time falls in the children
-    write(20)
-    end_us = time.time_ns() // 1000  # after the 40th write was acknowledged, before the 41st commits
-    write(15)
+    end_us = 0
+    for event, after in sorted([("split", split_after), ("end", end_after)], key=lambda item: item[1]):
+        write_until(after)
+        if event == "split":
+            emulator.backend.call("split_shard", table, parent)
+        else:
+            end_us = time.time_ns() // 1000  # after this write was acknowledged, before the next one commits
+    write_until(total)
     records = []
     for shard in streams.list_all_shards(stream_id):
         iterator = streams.get_shard_iterator(stream_id, shard.shard_id)
@@ -183,10 +198,10 @@ def test_a_worker_with_an_end_time_produces_exactly_the_changes_up_to_it_and_exi
                 break
             iterator = page.next_shard_iterator
     up_to_end = {r.sequence.key() for r in records if r.sequence.timestamp_us <= end_us}
-    assert len(records) == 55 and len(up_to_end) == 40
+    assert len(records) == total and len(up_to_end) == end_after
 
     config_path = tmp_path / "cdcbridge.yaml"
-    base = write_config(config_path, stack, emulator.url, [{"name": "events", "partitions": 2}])
+    base = write_config(config_path, stack, emulator.url, [{"name": table, "partitions": 2}])
     end_time = datetime.fromtimestamp(0, UTC) + timedelta(microseconds=end_us)
     bridge = {"end_time": end_time.isoformat(), "end_time_grace_seconds": 1, "end_time_check_interval_seconds": 0.5}
     configure(config_path, base, bridge=bridge)
@@ -196,15 +211,18 @@ def test_a_worker_with_an_end_time_produces_exactly_the_changes_up_to_it_and_exi
     finally:
         worker.stop()
     assert "every shard (3) passed the end time" in worker.log()
-    topic = f"{base['kafka']['topic_prefix']}.events.mutation"
-    assert sum(end_offsets(stack.kafka_bootstrap, topic).values()) == 40
-    produced = read_messages(stack, topic, until=lambda read: len(read) >= 40)
+    parent_held = f"shard {parent} stays unfinished at its end" in worker.log()
+    assert parent_held == (split_after > end_after), worker.log()[-4000:]
+    assert "restarting from its stored checkpoint" not in worker.log()
+    topic = f"{base['kafka']['topic_prefix']}.{table}.mutation"
+    assert sum(end_offsets(stack.kafka_bootstrap, topic).values()) == end_after
+    produced = read_messages(stack, topic, until=lambda read: len(read) >= end_after)
     assert {m.value["seq"]["seq_key"][:-6] for m in produced} == {k[:-6] for k in up_to_end}
 
     # A later run without the end time continues exactly where the first one stopped.
     rest = BridgeThread(configure(config_path, base), "after-end").start()
     try:
-        produced = read_messages(stack, topic, until=lambda read: len(read) >= 55)
+        produced = read_messages(stack, topic, until=lambda read: len(read) >= total)
     finally:
         rest.close()
     assert sorted(m.value["seq"]["seq_key"] for m in produced) == sorted(r.sequence.key() for r in records)

@@ -61,6 +61,8 @@ class Journal:
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: While set, processors' initialize() raises ProcessorNotReadyError (e.g. a snapshot still runs).
     not_ready: bool = False
+    #: While set, processors keep their shard unfinished at its end (hold_open, as past bridge.end_time).
+    hold_at_shard_end: bool = False
 
     def record(self, delivery: Delivery) -> None:
         with self.lock:
@@ -147,6 +149,8 @@ class RecordingProcessor(RecordProcessor):
                 shutdown.checkpointer.checkpoint()
             elif self.journal.ack_on_shutdown:
                 self.ack()
+        if shutdown.reason is ShutdownReason.SHARD_END and self.journal.hold_at_shard_end:
+            shutdown.checkpointer.hold_open("records after the end time")
 
 
 def fast_settings(**overrides: object) -> CoordinationSettings:

@@ -164,3 +164,31 @@ def test_finished_parent_lease_is_deleted_only_after_the_shard_vanished_and_chil
     cluster.run_until(lambda: "s0" not in cluster.leases(), limit=60)
     assert worker.stats.leases_deleted == 1
     assert worker.stats.data_loss_events == 0
+
+
+def test_a_shard_held_open_at_its_end_keeps_its_lease_without_restarts_until_the_worker_stops() -> None:
+    """A processor that keeps its closed shard unfinished (records after bridge.end_time): no SHARD_END, no restart
+    and no re-read while the worker runs, the children stay blocked; stopping the worker releases the lease."""
+    cluster = Cluster(auto_ack=False)
+    cluster.journal.hold_at_shard_end = True
+    _write_round(cluster)
+    worker = cluster.add_worker("w1")
+    cluster.run_for(2)
+    left, right = cluster.stream.split("s0")
+    _write_round(cluster)
+    cluster.run_for(10 * cluster.settings.handoff_timeout_seconds)
+
+    (consumer,) = [c for c in worker.consumers() if c.shard_id == "s0"]
+    assert consumer.state is ConsumerState.HOLDING
+    assert not cluster.finished("s0") and cluster.owners()["s0"] == "w1"
+    assert worker.stats.processor_failures == 0
+    assert [shard for _, shard, _ in cluster.journal.shutdowns].count("s0") == 1  # one SHARD_END, no restart
+    assert [i.shard_id for _, i in cluster.journal.initialized].count("s0") == 1
+    assert len(cluster.journal.delivered_sequences("s0")) == 12  # each record once
+    assert not any(d.shard_id in (left, right) for d in cluster.journal.deliveries)
+
+    worker.request_stop()
+    cluster.run_until(lambda: not worker.consumers())
+    lease = cluster.leases()["s0"]
+    assert lease.owner != "w1" and lease.checkpoint != SHARD_END
+    assert [shard for _, shard, _ in cluster.journal.shutdowns].count("s0") == 1  # released without a second notice

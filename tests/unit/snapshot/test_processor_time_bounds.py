@@ -20,11 +20,15 @@ T0 = 5_000_000
 class Checkpointer:
     def __init__(self) -> None:
         self.calls: list[tuple[object, object]] = []
+        self.held_open: list[str] = []
         self.largest_permitted_checkpoint = None
         self.last_checkpoint = None
 
     def checkpoint(self, target=None, sub_sequence=None) -> None:
         self.calls.append((target, sub_sequence))
+
+    def hold_open(self, reason: str) -> None:
+        self.held_open.append(reason)
 
 
 def record(ts: int) -> ChangeRecord:
@@ -83,6 +87,7 @@ def test_records_after_the_end_time_are_neither_produced_nor_checkpointed() -> N
     assert checkpointer.calls == [(record(T0).sequence, None)]
     bridge.shutdown(ShutdownInput(ShutdownReason.SHARD_END, checkpointer, 1.0))
     assert (None, None) not in checkpointer.calls  # no SHARD_END over records it never produced
+    assert checkpointer.held_open == ["it closed after the end time; later records are not produced"]
 
 
 def test_a_shard_that_ends_before_the_end_time_is_finished_as_usual() -> None:
@@ -92,6 +97,7 @@ def test_a_shard_that_ends_before_the_end_time_is_finished_as_usual() -> None:
     bridge.process_records(ProcessRecordsInput([record(T0 - 1)], checkpointer))
     bridge.shutdown(ShutdownInput(ShutdownReason.SHARD_END, checkpointer, 1.0))
     assert checkpointer.calls[-1] == (None, None)  # checkpoint(): everything handed out, then SHARD_END
+    assert checkpointer.held_open == []
 
 
 def test_skipped_updates_are_not_read_back_for_their_images() -> None:
