@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from cdcbridge.localstack.paths import default_state_dir
+from cdcbridge.harness.stack.paths import default_state_dir
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -48,7 +48,7 @@ _state_dir_option = click.option(
 def stack_up(state_dir: Path, host: str, kafka_port: int, kafka_controller_port: int, registry_port: int,
              emulator_port: int, no_emulator: bool, advertised_host: str | None) -> None:  # fmt: skip
     """Fetch what is missing (Maven), start the services, wait until each answers, print the endpoints."""
-    from cdcbridge.localstack.stack import SERVICES, LocalStack, StackPorts
+    from cdcbridge.harness.stack.stack import SERVICES, LocalStack, StackPorts
 
     services = tuple(s for s in SERVICES if not (no_emulator and s == "emulator"))
     ports = StackPorts(kafka_port, kafka_controller_port, registry_port, emulator_port)
@@ -64,7 +64,7 @@ def stack_up(state_dir: Path, host: str, kafka_port: int, kafka_controller_port:
 @_state_dir_option
 def stack_down(state_dir: Path) -> None:
     """Stop the processes `stack up` started (and nothing else)."""
-    from cdcbridge.localstack.stack import LocalStack
+    from cdcbridge.harness.stack.stack import LocalStack
 
     stopped = LocalStack(state_dir).down()
     click.echo("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
@@ -75,7 +75,7 @@ def stack_down(state_dir: Path) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def stack_status(state_dir: Path, as_json: bool) -> None:
     """Tell which services run, with pid, endpoint and log file."""
-    from cdcbridge.localstack.stack import LocalStack
+    from cdcbridge.harness.stack.stack import LocalStack
 
     status = LocalStack(state_dir).status()
     if as_json:
@@ -91,7 +91,7 @@ def stack_status(state_dir: Path, as_json: bool) -> None:
 @stack.command("fetch")
 def stack_fetch() -> None:
     """Fetch the JVM artifacts (Kafka, Apicurio, Spark connectors) from Maven Central into the cache."""
-    from cdcbridge.localstack.artifacts import ensure_all
+    from cdcbridge.harness.stack.artifacts import ensure_all
 
     for component, path in ensure_all().items():
         click.echo(f"{component:<10} {path}")
@@ -261,7 +261,7 @@ def bench(ctx: click.Context, results: Path) -> None:
 
 
 def _report(ctx: click.Context, name: str, figures: dict) -> None:
-    from cdcbridge.bench.results import record_result
+    from cdcbridge.harness.bench.results import record_result
 
     record_result(name, figures, ctx.obj["results"])
     for key, value in figures.items():
@@ -274,7 +274,7 @@ def _report(ctx: click.Context, name: str, figures: dict) -> None:
 @click.pass_context
 def bench_decode(ctx: click.Context, records: int, implementation: str) -> None:
     """Stream-record decoding (PlainBuffer → ChangeRecord) of realistic 10-column rows, CRC off and on."""
-    from cdcbridge.bench.decode import run_decode_bench
+    from cdcbridge.harness.bench.decode import run_decode_bench
 
     off = run_decode_bench(records=records, check_crc=False, implementation=implementation)
     on = run_decode_bench(records=records, check_crc=True, implementation=implementation)
@@ -295,7 +295,7 @@ def bench_decode(ctx: click.Context, records: int, implementation: str) -> None:
 @click.pass_context
 def bench_emulator(ctx: click.Context, rows: int) -> None:
     """The emulator: BatchWriteRow rows/s and GetStreamRecord records/s, through the SDK and server-side."""
-    from cdcbridge.bench.emulator import run_emulator_bench
+    from cdcbridge.harness.bench.emulator import run_emulator_bench
 
     figures = run_emulator_bench(rows=rows)
     _report(ctx, "emulator", {k: v for k, v in figures.items() if not isinstance(v, dict | list)})
@@ -310,7 +310,7 @@ def bench_emulator(ctx: click.Context, rows: int) -> None:
 def bench_failover(ctx: click.Context, fast: bool, handoff_samples: int, failover_samples: int,
                    seed: int | None) -> None:  # fmt: skip
     """Failover after kill -9, hand-off on SIGTERM, rebalance when a second worker joins 8 shards."""
-    from cdcbridge.bench.failover import run_failover_bench
+    from cdcbridge.harness.bench.failover import run_failover_bench
 
     figures = run_failover_bench(fast=fast, handoff_samples=handoff_samples, failover_samples=failover_samples,
                                  seed=seed)  # fmt: skip
@@ -326,7 +326,7 @@ def bench_failover(ctx: click.Context, fast: bool, handoff_samples: int, failove
 def bench_apply(ctx: click.Context, batch_sizes: str, batches: int, targets: str, warmup_batches: int) -> None:
     """The apply job: records/s into Delta and PostgreSQL per batch size (Delta also against a floor: decode and
     rewrite only), and end-to-end freshness."""
-    from cdcbridge.bench.apply import run_apply_bench
+    from cdcbridge.harness.bench.apply import run_apply_bench
 
     figures = run_apply_bench(batch_sizes=tuple(int(s) for s in batch_sizes.split(",")), batches=batches,
                               targets=tuple(targets.split(",")), warmup_batches=warmup_batches)  # fmt: skip
@@ -342,7 +342,7 @@ def bench_apply(ctx: click.Context, batch_sizes: str, batches: int, targets: str
 @click.pass_context
 def bench_bridge(ctx: click.Context, records: int, formats: str, partitions: int) -> None:
     """One worker, emulator → Kafka (Avro, acks=all), against raw produce of the same messages (the ceiling)."""
-    from cdcbridge.bench.bridge import run_bridge_bench
+    from cdcbridge.harness.bench.bridge import run_bridge_bench
 
     figures = run_bridge_bench(records=records, formats=tuple(formats.split("+")), partitions=partitions)
     name = "bridge" if formats == "MUTATE_LOG" else "bridge-both-formats"
@@ -354,7 +354,7 @@ def bench_bridge(ctx: click.Context, records: int, formats: str, partitions: int
 @click.pass_context
 def bench_report(ctx: click.Context, output: Path) -> None:
     """Regenerate BENCHMARKS.md from the results file."""
-    from cdcbridge.bench.results import render_markdown
+    from cdcbridge.harness.bench.results import render_markdown
 
     output.write_text(render_markdown(ctx.obj["results"]) + "\n")
     click.echo(f"wrote {output}")
@@ -404,8 +404,8 @@ def chaos(
 ) -> None:  # fmt: skip
     """Soak run under a seeded fault schedule, then check both topics: nothing lost, per-key order, target and last
     images equal the source."""
-    from cdcbridge.chaos.run import run_chaos
-    from cdcbridge.chaos.schedule import ALL_KINDS, FaultKind
+    from cdcbridge.harness.chaos.run import run_chaos
+    from cdcbridge.harness.chaos.schedule import ALL_KINDS, FaultKind
     from cdcbridge.observability.logs import configure_logging
 
     configure_logging(level="WARNING")
@@ -425,7 +425,7 @@ def chaos(
 @click.option("--keep", is_flag=True, help="Leave the services running and the work folder in place.")
 def demo(rows: int, operations: int, keep: bool) -> None:
     """The whole flow on the embedded default: emulator → two bridge workers → Kafka → Spark → Delta, checked."""
-    from cdcbridge.demo import run_demo
+    from cdcbridge.harness.demo import run_demo
     from cdcbridge.observability.logs import configure_logging
 
     configure_logging(level="WARNING")

@@ -2,11 +2,11 @@
 
 Shape: Kafka source (the configured tables' topics or a pattern, headers included) → ``foreachBatch``: for a target
 that takes Spark frames (Delta, PostgreSQL) the batch is decoded, validated, deduplicated and folded in the JVM and
-written in one guarded write with the batch marker (:mod:`.spark_batch`); the driver only reads counts. A batch
+written in one guarded write with the batch marker (:mod:`.spark.batch`); the driver only reads counts. A batch
 holding anything that must be judged message by message (bad input, a row the target would refuse, ...) and
-every batch for the Tablestore target take the reference path instead: decode on Spark (:mod:`.spark_decode`),
+every batch for the Tablestore target take the reference path instead: decode on Spark (:mod:`.spark.decode`),
 stream the batch (bounded by ``maxOffsetsPerTrigger``) to the driver and fold it there in Python
-(:mod:`.micro_batch`). The checkpoint location keeps the offsets, so a restart resumes at the first batch not
+(:mod:`.driver.micro_batch`). The checkpoint location keeps the offsets, so a restart resumes at the first batch not
 committed to the checkpoint; Spark re-runs an interrupted batch with the same id and offsets, and the target's
 marker makes that a no-op.
 
@@ -27,15 +27,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cdcbridge.apply.errors import ApplyError
-from cdcbridge.apply.job_errors import ApplyJobError
+from cdcbridge.apply.batch_report import BatchReport
+from cdcbridge.apply.core.policy import BadInputPolicy
+from cdcbridge.apply.core.purge import purge_horizon_ms
+from cdcbridge.apply.driver.micro_batch import MicroBatchApplier
+from cdcbridge.apply.errors import ApplyError, ApplyJobError
 from cdcbridge.apply.kafka_source import kafka_source_options
-from cdcbridge.apply.micro_batch import BatchReport, MicroBatchApplier
-from cdcbridge.apply.policy import BadInputPolicy
-from cdcbridge.apply.purge import purge_horizon_ms
 from cdcbridge.apply.routing import TopicRouting
-from cdcbridge.apply.spark_batch import ReferencePathNeeded, SchemaIdsNeeded, SparkBatchApplier
-from cdcbridge.apply.spark_decode import UnknownSchemaId, decoded_records
+from cdcbridge.apply.spark.batch import ReferencePathNeeded, SchemaIdsNeeded, SparkBatchApplier
+from cdcbridge.apply.spark.decode import UnknownSchemaId, decoded_records
 from cdcbridge.apply.targets.base import ApplyTarget, SparkFoldTarget
 from cdcbridge.apply.targets.factory import build_target
 from cdcbridge.apply.writer_schemas import WriterSchemas
@@ -219,7 +219,7 @@ def run_apply(
     embedding; by default the job builds its own session and the configured target."""
     own_session = spark is None
     if spark is None:
-        from cdcbridge.apply.spark_session import build_spark_session
+        from cdcbridge.apply.spark.session import build_spark_session
 
         spark = build_spark_session("cdcbridge-apply")
     routing = TopicRouting.from_config(config)

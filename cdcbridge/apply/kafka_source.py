@@ -10,7 +10,7 @@ overrides them.
 
 from __future__ import annotations
 
-from cdcbridge.apply.job_errors import ApplyJobError
+from cdcbridge.apply.errors import ApplyJobError
 from cdcbridge.apply.routing import TopicRouting
 from cdcbridge.config import BridgeConfig, KafkaSecurity
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cdcbridge.apply.operations import MessageFormat
+from cdcbridge.apply.core.operations import MessageFormat
 from cdcbridge.config import BridgeConfig
 from cdcbridge.formats.table_format import MessageFormat as TopicFormat
 

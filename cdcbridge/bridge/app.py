@@ -16,6 +16,7 @@ import threading
 from dataclasses import dataclass, field
 from functools import partial
 
+from cdcbridge.bridge.gc_tuning import tune_for_throughput
 from cdcbridge.bridge.partition_watch import PartitionWatch
 from cdcbridge.bridge.processor import BridgeContext, BridgeProcessor
 from cdcbridge.bridge.row_lookup import SourceRowReader
@@ -24,7 +25,6 @@ from cdcbridge.config import BridgeConfig, ConfigError
 from cdcbridge.coordination.leases.tablestore_store import TablestoreLeaseStore
 from cdcbridge.coordination.stream.tablestore_access import TablestoreStreamAccess
 from cdcbridge.coordination.worker import Worker
-from cdcbridge.gc_tuning import tune_for_throughput
 from cdcbridge.kafka.sink import DEFAULT_PRODUCER_CONFIG, DeliveryStats, KafkaSink
 from cdcbridge.kafka.topics import TopicAdmin, TopicSpec
 from cdcbridge.observability.metrics import PRODUCE_LATENCY_BUCKETS, WorkerMetrics, start_metrics_server
@@ -144,7 +144,7 @@ def run_bridge(
     """Run until `stop` is set (SIGTERM in the CLI): then drain, checkpoint, release and close the producer.
 
     `own_process`: the process exists for this worker (the CLI, the benchmark), so its cycle-collector settings may
-    be tuned for throughput (cdcbridge.gc_tuning); a library caller keeps its own."""
+    be tuned for throughput (cdcbridge.bridge.gc_tuning); a library caller keeps its own."""
     stop = stop or threading.Event()
     worker_id = worker_id or default_worker_id()
     if not config.source.tables:

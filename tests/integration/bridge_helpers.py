@@ -17,7 +17,7 @@ from tablestore import CapacityUnit, OTSClient, ReservedThroughput, TableMeta, T
 
 from cdcbridge.bridge.app import run_bridge
 from cdcbridge.config import BridgeConfig, parse_config
-from cdcbridge.localstack.stack import StackEndpoints
+from cdcbridge.harness.stack.stack import StackEndpoints
 from cdcbridge.tablestore import StreamClient, build_ots_client
 
 ACCESS_KEY_ID = "emulator-id"

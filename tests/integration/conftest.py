@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cdcbridge.emulator.server import EmulatorServer
-from cdcbridge.localstack.stack import LocalStack, StackEndpoints, StackPorts
+from cdcbridge.harness.stack.stack import LocalStack, StackEndpoints, StackPorts
 from tests.integration.bridge_helpers import ACCESS_KEY_ID, ACCESS_KEY_SECRET
 
 
@@ -44,7 +44,7 @@ def emulator() -> Iterator[EmulatorServer]:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory):
-    from cdcbridge.apply.spark_session import build_spark_session
+    from cdcbridge.apply.spark.session import build_spark_session
 
     warehouse: Path = tmp_path_factory.mktemp("spark-warehouse")
     os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)

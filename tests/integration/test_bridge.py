@@ -19,8 +19,8 @@ from tablestore import (
 from cdcbridge.bridge.app import BridgeStartError, start_bridge
 from cdcbridge.emulator.server import EmulatorServer
 from cdcbridge.formats.keys import decode_key, java_partition
+from cdcbridge.harness.stack.stack import StackEndpoints
 from cdcbridge.kafka.errors import TopicPartitionMismatchError
-from cdcbridge.localstack.stack import StackEndpoints
 from cdcbridge.tablestore import StreamClient
 from tests.integration.bridge_helpers import (
     BridgeThread,
@@ -255,7 +255,7 @@ def test_status_shows_a_live_cluster(stack: StackEndpoints, emulator: EmulatorSe
 def test_a_worker_exposes_prometheus_metrics(stack: StackEndpoints, emulator: EmulatorServer) -> None:
     import time
 
-    from cdcbridge.localstack.process import free_port
+    from cdcbridge.harness.stack.process import free_port
 
     ots = ots_client(emulator.url)
     create_stream_table(ots, "metered", [("id", "INTEGER")])

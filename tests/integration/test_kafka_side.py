@@ -12,6 +12,8 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
+from cdcbridge.harness.stack.process import free_port
+from cdcbridge.harness.stack.stack import StackEndpoints
 from cdcbridge.kafka.errors import (
     BrokerUnreachableError,
     MessageTooLargeError,
@@ -22,8 +24,6 @@ from cdcbridge.kafka.errors import (
 from cdcbridge.kafka.schemas import TopicValueSerializers, subject_for
 from cdcbridge.kafka.sink import Delivery, KafkaSink
 from cdcbridge.kafka.topics import TopicAdmin, TopicSpec
-from cdcbridge.localstack.process import free_port
-from cdcbridge.localstack.stack import StackEndpoints
 
 SCHEMA_V1 = {
     "type": "record",

@@ -12,7 +12,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from cdcbridge.localstack.stack import StackEndpoints
+from cdcbridge.harness.stack.stack import StackEndpoints
 
 ORDER_SCHEMA = json.dumps(
     {

@@ -16,10 +16,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cdcbridge.apply.fold import ApplyStats
-from cdcbridge.apply.marker import BatchMarker
-from cdcbridge.apply.model import PrimaryKey, TargetRow
-from cdcbridge.apply.policy import DeadLetter
+from cdcbridge.apply.core.fold import ApplyStats
+from cdcbridge.apply.core.marker import BatchMarker
+from cdcbridge.apply.core.model import PrimaryKey, TargetRow
+from cdcbridge.apply.core.policy import DeadLetter
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class FoldedTable:
     """One table of a folded batch: the counts, what its changed rows look like, and the rows themselves
-    (``pk``, ``row``: :data:`~cdcbridge.apply.spark_fold.STATE_TYPE`), to be written with the guard."""
+    (``pk``, ``row``: :data:`~cdcbridge.apply.spark.fold.STATE_TYPE`), to be written with the guard."""
 
     table: str
     stats: ApplyStats
@@ -98,13 +98,13 @@ class ApplyTarget(ABC):
 
 
 class SparkFoldTarget(ApplyTarget):
-    """A target the Spark path (:mod:`cdcbridge.apply.spark_batch`) can feed: it hands its current rows to
+    """A target the Spark path (:mod:`cdcbridge.apply.spark.batch`) can feed: it hands its current rows to
     Spark as a frame and takes folded rows as one, so no row passes through Python one by one. The reference
     path (:meth:`read_rows` / :meth:`write`) stays for batches the Spark path leaves to it."""
 
     @abstractmethod
     def current_rows(self, tables: Collection[str], grouped: DataFrame) -> DataFrame | None:
-        """The stored rows of `tables` as ``table``, ``pk``, ``cur`` (:data:`~cdcbridge.apply.spark_fold.
+        """The stored rows of `tables` as ``table``, ``pk``, ``cur`` (:data:`~cdcbridge.apply.spark.fold.
         STATE_TYPE`) and optionally ``file`` (the file holding the row), at least those whose (table, pk) is in
         `grouped` (the batch's rows); None if the target holds none of the tables. Lazy where it can be: Spark
         evaluates it inside the fold's job."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from cdcbridge.apply.model import PrimaryKey, TargetRow
+from cdcbridge.apply.core.model import PrimaryKey, TargetRow
 from cdcbridge.changes import Value
 
 #: Bookkeeping columns every target table has besides the primary key and the attributes.

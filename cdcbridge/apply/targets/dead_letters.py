@@ -6,8 +6,8 @@ import base64
 import json
 from typing import Any
 
-from cdcbridge.apply.marker import BatchMarker
-from cdcbridge.apply.policy import DeadLetter
+from cdcbridge.apply.core.marker import BatchMarker
+from cdcbridge.apply.core.policy import DeadLetter
 
 #: Columns of a dead-letter table, in order (types are each target's own).
 DEAD_LETTER_COLUMNS = ("app_id", "batch_id", "topic", "partition", "offset", "error_type", "error", "message")

@@ -12,7 +12,7 @@ re-run batch is a no-op per table. Dead letters are appended to ``<delta_path>/<
 same txn. A batch touching several tables is several commits; each is atomic with its own marker, so a batch
 cut short between two commits resumes with the tables not yet committed.
 
-On the Spark path (:mod:`cdcbridge.apply.spark_batch`) the table is read in the fold's job, each row converted to the
+On the Spark path (:mod:`cdcbridge.apply.spark.batch`) the table is read in the fold's job, each row converted to the
 fold's state by compiled code (:data:`ROW_STATE`; the Spark SQL it replaces, ``map_from_entries`` over a
 ``filter``, runs interpreted: the fold's job alone on a 100k-message batch, 7 alternating runs in one JVM, median
 2.0 → 1.3 s and 3.3 → 2.3 s of CPU) and matched to the batch's keys (broadcast); the MERGE source is the folded
@@ -39,11 +39,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from cdcbridge.apply.job_errors import TargetError
-from cdcbridge.apply.marker import BatchMarker
-from cdcbridge.apply.model import ColumnValue, PkValue, PrimaryKey, TargetRow
-from cdcbridge.apply.spark_fold import STATE_TYPE
-from cdcbridge.apply.spark_kernel import KernelFunction
+from cdcbridge.apply.core.marker import BatchMarker
+from cdcbridge.apply.core.model import ColumnValue, PkValue, PrimaryKey, TargetRow
+from cdcbridge.apply.errors import TargetError
+from cdcbridge.apply.spark.fold import STATE_TYPE
+from cdcbridge.apply.spark.kernel import KernelFunction
 from cdcbridge.apply.targets.base import SparkFoldTarget, TargetBatch
 from cdcbridge.apply.targets.column_types import (
     BINARY,

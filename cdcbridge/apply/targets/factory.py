@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cdcbridge.apply.job_errors import TargetError
+from cdcbridge.apply.errors import TargetError
 from cdcbridge.apply.targets.base import ApplyTarget
 from cdcbridge.config import ApplyTarget as TargetKind
 from cdcbridge.config import BridgeConfig

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
-from cdcbridge.apply.job_errors import TargetError
-from cdcbridge.apply.marker import BatchMarker
-from cdcbridge.apply.model import ColumnValue, PkValue, PrimaryKey, TargetRow
+from cdcbridge.apply.core.marker import BatchMarker
+from cdcbridge.apply.core.model import ColumnValue, PkValue, PrimaryKey, TargetRow
+from cdcbridge.apply.errors import TargetError
 from cdcbridge.apply.targets.base import SparkFoldTarget, TargetBatch
 from cdcbridge.apply.targets.dead_letters import DEAD_LETTER_COLUMNS, dead_letter_row
 from cdcbridge.apply.targets.postgres_frames import csv_text, current_row_lines, current_rows_query, keys_json
@@ -313,9 +313,9 @@ class PostgresTarget(SparkFoldTarget):
     def current_rows(self, tables: Collection[str], grouped: DataFrame) -> DataFrame | None:
         from pyspark.sql import functions as F
 
-        from cdcbridge.apply.spark_batch import ReferencePathNeeded
-        from cdcbridge.apply.spark_fold import STATE_TYPE
-        from cdcbridge.apply.spark_operations import PK_TYPE
+        from cdcbridge.apply.spark.batch import ReferencePathNeeded
+        from cdcbridge.apply.spark.fold import STATE_TYPE
+        from cdcbridge.apply.spark.operations import PK_TYPE
 
         texts = []
         try:

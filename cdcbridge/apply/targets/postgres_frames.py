@@ -4,7 +4,7 @@ Python (the driver has no Arrow here).
 - Keys of a batch: Spark renders them as one JSON array of arrays (each pk value as text, binary in base64),
   PostgreSQL unpacks it with ``json_array_elements`` and joins the table.
 - Current rows: PostgreSQL renders each as one JSON line in the fold's state shape (``table``, ``pk``, ``cur``:
-  see :mod:`cdcbridge.apply.spark_fold`), the driver hands the lines to Spark in chunks of whole lines (so no task
+  see :mod:`cdcbridge.apply.spark.fold`), the driver hands the lines to Spark in chunks of whole lines (so no task
   carries more than :data:`TASK_TEXT_CHARS` of them), and Spark parses them with ``from_json``. A row whose
   ``attrs`` the JSON shape cannot carry exactly (an integer beyond int64, an object the apply job never writes) is
   reported as not representable, and the batch takes the reference path.

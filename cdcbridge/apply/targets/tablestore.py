@@ -39,9 +39,9 @@ from tablestore import (
 )
 from tablestore.error import OTSClientError, OTSServiceError
 
-from cdcbridge.apply.job_errors import TargetError
-from cdcbridge.apply.marker import BatchMarker
-from cdcbridge.apply.model import ColumnValue, PkValue, PrimaryKey, TargetRow
+from cdcbridge.apply.core.marker import BatchMarker
+from cdcbridge.apply.core.model import ColumnValue, PkValue, PrimaryKey, TargetRow
+from cdcbridge.apply.errors import TargetError
 from cdcbridge.apply.targets.base import ApplyTarget, TargetBatch
 from cdcbridge.apply.targets.column_types import RESERVED_COLUMNS
 from cdcbridge.apply.targets.dead_letters import dead_letter_row

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cdcbridge.localstack.postgres import PostgresServer
+from cdcbridge.harness.stack.postgres import PostgresServer
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,9 @@ from typing import Any
 import psycopg
 
 from cdcbridge.apply.targets.postgres import decode_attrs
-from cdcbridge.bench.apply_workload import (
+from cdcbridge.config import BridgeConfig, parse_config
+from cdcbridge.formats import BridgeTableFormat, MessageFormat, schema_text
+from cdcbridge.harness.bench.apply_workload import (
     OutgoingMessage,
     SourceTable,
     bridge_messages,
@@ -20,9 +22,7 @@ from cdcbridge.bench.apply_workload import (
     produce_messages,
     with_redeliveries,
 )
-from cdcbridge.config import BridgeConfig, parse_config
-from cdcbridge.formats import BridgeTableFormat, MessageFormat, schema_text
-from cdcbridge.localstack.stack import StackEndpoints
+from cdcbridge.harness.stack.stack import StackEndpoints
 
 BOOKKEEPING = {"_versions", "_seq", "_deleted", "_source_ts"}
 TABLES = {"users": "MUTATE_LOG", "items": "RECORD_IMAGE"}

@@ -10,7 +10,7 @@ from typing import Any
 
 import fastavro
 
-from cdcbridge.apply.operations import MessageFormat
+from cdcbridge.apply.core.operations import MessageFormat
 from cdcbridge.apply.routing import TopicRouting
 from cdcbridge.apply.writer_schemas import WriterSchema
 from cdcbridge.config import parse_config

@@ -8,10 +8,10 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from cdcbridge.apply.marker import BatchMarker
-from cdcbridge.apply.model import ColumnValue, TargetRow
-from cdcbridge.apply.spark_fold import STATE_TYPE
-from cdcbridge.apply.spark_operations import PK_TYPE
+from cdcbridge.apply.core.marker import BatchMarker
+from cdcbridge.apply.core.model import ColumnValue, TargetRow
+from cdcbridge.apply.spark.fold import STATE_TYPE
+from cdcbridge.apply.spark.operations import PK_TYPE
 from cdcbridge.apply.targets.base import FoldedTable, SparkFoldTarget
 from cdcbridge.changes import Value
 from tests.unit.apply_job.memory_target import MemoryTarget

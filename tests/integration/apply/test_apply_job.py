@@ -15,16 +15,16 @@ import psycopg
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
+from cdcbridge.apply.core.marker import BatchMarker
+from cdcbridge.apply.core.model import ColumnValue, TargetRow
+from cdcbridge.apply.errors import UndecodableMessageError
 from cdcbridge.apply.job import run_apply
-from cdcbridge.apply.job_errors import UndecodableMessageError
-from cdcbridge.apply.marker import BatchMarker
-from cdcbridge.apply.model import ColumnValue, TargetRow
 from cdcbridge.apply.targets.base import TargetBatch
 from cdcbridge.apply.targets.delta import DeltaTarget
 from cdcbridge.apply.targets.postgres import PostgresTarget
 from cdcbridge.apply.targets.tablestore import TablestoreTarget
 from cdcbridge.config import ObservabilityConfig
-from cdcbridge.localstack.process import free_port
+from cdcbridge.harness.stack.process import free_port
 
 from .helpers import (
     TABLES,

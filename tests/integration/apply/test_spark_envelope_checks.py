@@ -1,5 +1,5 @@
 """The compiled envelope checks (MutationOp.java, ImageOp.java) against the reference path's: on envelopes with
-random flaws, Spark takes a message as an operation exactly when :func:`~cdcbridge.apply.operations.decode_message`
+random flaws, Spark takes a message as an operation exactly when :func:`~cdcbridge.apply.core.operations.decode_message`
 accepts it, so everything the reference path would refuse reaches it (and is raised or dead-lettered there)."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cdcbridge.apply.core.operations import MessageFormat, decode_message
+from cdcbridge.apply.driver.kafka_records import envelope
 from cdcbridge.apply.errors import BadInputError
-from cdcbridge.apply.kafka_records import envelope
-from cdcbridge.apply.operations import MessageFormat, decode_message
-from cdcbridge.apply.spark_decode import decoded_records
-from cdcbridge.apply.spark_operations import OP, PYTHON, normalized_operations
+from cdcbridge.apply.spark.decode import decoded_records
+from cdcbridge.apply.spark.operations import OP, PYTHON, normalized_operations
 from tests.unit.apply.envelopes import delete_all, delete_one, image, increment, mutation, put
 
 from .interpreted import without_generated_code

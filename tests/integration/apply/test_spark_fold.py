@@ -11,15 +11,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cdcbridge.apply.core.fold import fold_row
+from cdcbridge.apply.core.model import ColumnValue, TargetRow
+from cdcbridge.apply.core.operations import MessageFormat, decode_message
+from cdcbridge.apply.core.policy import BadInputPolicy
+from cdcbridge.apply.driver.micro_batch import MicroBatchApplier
 from cdcbridge.apply.errors import BadInputError
-from cdcbridge.apply.fold import fold_row
-from cdcbridge.apply.micro_batch import MicroBatchApplier
-from cdcbridge.apply.model import ColumnValue, TargetRow
-from cdcbridge.apply.operations import MessageFormat, decode_message
-from cdcbridge.apply.policy import BadInputPolicy
-from cdcbridge.apply.spark_batch import ReferencePathNeeded, SparkBatchApplier
-from cdcbridge.apply.spark_decode import decoded_records
-from cdcbridge.apply.spark_operations import OP, OTHER, PYTHON, UNKNOWN_SID, normalized_operations
+from cdcbridge.apply.spark.batch import ReferencePathNeeded, SparkBatchApplier
+from cdcbridge.apply.spark.decode import decoded_records
+from cdcbridge.apply.spark.operations import OP, OTHER, PYTHON, UNKNOWN_SID, normalized_operations
 from tests.unit.apply.envelopes import TABLE, increment, mutation, put, seq_key
 from tests.unit.apply.source_model import image_messages, mutation_messages, run_history
 from tests.unit.apply.strategies import histories, lookup_points

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from cdcbridge.apply.micro_batch import MicroBatchApplier
-from cdcbridge.apply.operations import MessageFormat
-from cdcbridge.apply.policy import BadInputPolicy
-from cdcbridge.apply.spark_batch import ReferencePathNeeded, SparkBatchApplier
-from cdcbridge.apply.spark_decode import decoded_records
+from cdcbridge.apply.core.operations import MessageFormat
+from cdcbridge.apply.core.policy import BadInputPolicy
+from cdcbridge.apply.driver.micro_batch import MicroBatchApplier
+from cdcbridge.apply.spark.batch import ReferencePathNeeded, SparkBatchApplier
+from cdcbridge.apply.spark.decode import decoded_records
 from cdcbridge.apply.targets.delta import DeltaTarget
 from cdcbridge.apply.targets.postgres import PostgresTarget
 from tests.unit.apply.envelopes import TABLE, delete_all, delete_one, increment, mutation, put

@@ -2,7 +2,7 @@
 apply job is, do not coalesce partitions adaptively, so this is the number of reduce tasks per shuffle),
 and a local driver, which runs every task, collects garbage with the throughput collector."""
 
-from cdcbridge.apply.spark_session import local_cores
+from cdcbridge.apply.spark.session import local_cores
 
 
 def test_the_session_shuffles_into_one_partition_per_core(spark) -> None:

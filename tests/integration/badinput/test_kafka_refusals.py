@@ -8,9 +8,9 @@ import uuid
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from cdcbridge.harness.stack.stack import StackEndpoints
 from cdcbridge.kafka.schemas import RegistryRefusedError, TopicValueSerializers
 from cdcbridge.kafka.topics import TopicAdmin, TopicRefusedError, TopicSpec
-from cdcbridge.localstack.stack import StackEndpoints
 
 
 def test_a_replication_factor_above_the_broker_count_names_the_setting(stack: StackEndpoints) -> None:

@@ -1,5 +1,5 @@
 """The TCP proxy moved into the package (the chaos suite uses it for registry outages); re-exported for the tests."""
 
-from cdcbridge.chaos.tcp_proxy import TcpProxy
+from cdcbridge.harness.chaos.tcp_proxy import TcpProxy
 
 __all__ = ["TcpProxy"]

@@ -27,7 +27,7 @@ from cdcbridge.config import TableConfig
 from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
 from cdcbridge.emulator.server import EmulatorServer
 from cdcbridge.formats.table_messages import build_table_messages
-from cdcbridge.localstack.stack import StackEndpoints
+from cdcbridge.harness.stack.stack import StackEndpoints
 from cdcbridge.tablestore import StreamClient
 from tests.integration.bridge.workers import WorkerProcess, end_offsets, leases, read_messages, wait_until, write_config
 from tests.integration.bridge_helpers import INSTANCE, ReadMessage, create_stream_table, ots_client

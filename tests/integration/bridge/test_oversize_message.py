@@ -13,7 +13,7 @@ from cdcbridge.changes import Sequence
 from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
 from cdcbridge.emulator.server import EmulatorServer
 from cdcbridge.formats.keys import decode_key
-from cdcbridge.localstack.stack import StackEndpoints
+from cdcbridge.harness.stack.stack import StackEndpoints
 from tests.integration.bridge.workers import WorkerProcess, leases, read_messages, wait_until, write_config
 from tests.integration.bridge_helpers import ReadMessage, create_stream_table, ots_client
 

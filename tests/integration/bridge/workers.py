@@ -25,7 +25,7 @@ from cdcbridge.coordination.leases.lease import Lease
 from cdcbridge.coordination.leases.tablestore_store import TablestoreLeaseStore
 from cdcbridge.formats.schemas import parsed_schema
 from cdcbridge.formats.table_format import MessageFormat
-from cdcbridge.localstack.stack import StackEndpoints
+from cdcbridge.harness.stack.stack import StackEndpoints
 from tests.integration.bridge_helpers import (
     ACCESS_KEY_ID,
     ACCESS_KEY_SECRET,

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cdcbridge.chaos.injectors import FaultTimings
-from cdcbridge.chaos.run import run_chaos
-from cdcbridge.chaos.schedule import ALL_KINDS
+from cdcbridge.harness.chaos.injectors import FaultTimings
+from cdcbridge.harness.chaos.run import run_chaos
+from cdcbridge.harness.chaos.schedule import ALL_KINDS
 
 #: Faults held briefly: the point here is that each kind fires and is recovered from, not a soak.
 SHORT_TIMINGS = FaultTimings(window=(2.0, 3.0), kill_down=(0.0, 1.0), zombie_extra=(1.0, 2.0), kafka_down=(0.5, 1.5))

@@ -6,10 +6,10 @@ import signal
 import time
 from collections import Counter, defaultdict
 
-from cdcbridge.bench.failover import WorkerCluster, Written, delivered_all, wait_until
 from cdcbridge.changes import Sequence
 from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
-from cdcbridge.coordination.recording import Delivery, JournalContents
+from cdcbridge.harness.bench.failover import WorkerCluster, Written, delivered_all, wait_until
+from cdcbridge.harness.recording_worker import Delivery, JournalContents
 
 #: Bound for "eventually" in these tests: generous, the machine is shared (assert order, not speed).
 SLOW = 90.0

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cdcbridge.bench.failover import (
+from cdcbridge.harness.bench.failover import (
     EmulatorProcess,
     HarnessError,
     LoadWriter,

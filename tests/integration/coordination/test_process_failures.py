@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
-from cdcbridge.bench.failover import WorkerOptions, wait_until
 from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
+from cdcbridge.harness.bench.failover import WorkerOptions, wait_until
 from tests.integration.coordination.checks import (
     SLOW,
     after,

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from cdcbridge.bench.failover import WorkerOptions, wait_until
+from cdcbridge.harness.bench.failover import WorkerOptions, wait_until
 from tests.integration.coordination.checks import (
     SLOW,
     assert_first_deliveries_in_key_order,

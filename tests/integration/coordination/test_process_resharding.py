@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
-from cdcbridge.bench.failover import WorkerCluster, wait_until
 from cdcbridge.coordination.checkpoint.positions import SHARD_END
-from cdcbridge.coordination.recording import JournalContents
+from cdcbridge.harness.bench.failover import WorkerCluster, wait_until
+from cdcbridge.harness.recording_worker import JournalContents
 from tests.integration.coordination.checks import (
     SLOW,
     assert_children_after_parents,

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tablestore import Condition, Row, RowExistenceExpectation
 
 from cdcbridge.emulator.server import EmulatorServer
-from cdcbridge.localstack.stack import StackEndpoints
+from cdcbridge.harness.stack.stack import StackEndpoints
 from tests.integration.bridge.workers import WorkerProcess, wait_until, write_config
 from tests.integration.bridge_helpers import create_stream_table, ots_client
 

@@ -25,8 +25,8 @@ from confluent_kafka.admin import AdminClient
 from tablestore import Condition, Row, RowExistenceExpectation
 
 from cdcbridge.emulator.server import EmulatorServer
-from cdcbridge.localstack.process import free_port
-from cdcbridge.localstack.stack import StackEndpoints
+from cdcbridge.harness.stack.process import free_port
+from cdcbridge.harness.stack.stack import StackEndpoints
 from tests.integration.bridge.workers import CHECKOUT, WorkerProcess, read_messages, wait_until
 from tests.integration.bridge_helpers import FAST_COORDINATION, INSTANCE, create_stream_table
 from tests.integration.security.registry_proxy import RecordingRegistryProxy

@@ -21,7 +21,7 @@ from cdcbridge.apply.job import run_apply
 from cdcbridge.config import BridgeConfig, parse_config
 from cdcbridge.emulator.server import EmulatorServer
 from cdcbridge.formats.keys import decode_key
-from cdcbridge.localstack.stack import StackEndpoints
+from cdcbridge.harness.stack.stack import StackEndpoints
 from cdcbridge.snapshot.state import SnapshotState, SnapshotStateStore
 from cdcbridge.tablestore import StreamClient
 from tests.integration.bridge.workers import CHECKOUT, WorkerProcess, end_offsets, read_messages, write_config

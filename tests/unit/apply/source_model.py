@@ -1,13 +1,13 @@
 """A tiny reference model of one Tablestore row (latest version per column, like a max_versions=1 table) and a
 stand-in bridge that turns its history into MUTATE_LOG and RECORD_IMAGE messages, written independently of
-cdcbridge.apply.fold so the two can be compared."""
+cdcbridge.apply.core.fold so the two can be compared."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdcbridge.apply import tombstone_message
+from cdcbridge.apply.core import tombstone_message
 from cdcbridge.changes import CellOp
 from tests.unit.apply.envelopes import PK, TABLE, image, mutation
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cdcbridge.apply import (
+from cdcbridge.apply.core import (
     BadInputAction,
     BadInputPolicy,
     ColumnValue,

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cdcbridge.apply import (
+from cdcbridge.apply.core import (
     SEQ_KEY_LENGTH,
     CellChange,
     ImageCell,

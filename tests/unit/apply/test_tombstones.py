@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cdcbridge.apply import ColumnValue, TargetRow, decode_message, fold_batch, fold_row, tombstone_message
+from cdcbridge.apply.core import ColumnValue, TargetRow, decode_message, fold_batch, fold_row, tombstone_message
 from tests.unit.apply.envelopes import PK, TABLE, image, seq_key
 
 

@@ -8,9 +8,9 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from cdcbridge.apply.kafka_records import KafkaRecord
-from cdcbridge.apply.operations import MessageFormat
-from cdcbridge.bench.apply_workload import OutgoingMessage
+from cdcbridge.apply.core.operations import MessageFormat
+from cdcbridge.apply.driver.kafka_records import KafkaRecord
+from cdcbridge.harness.bench.apply_workload import OutgoingMessage
 
 _TAGS = {"boolean": "z", "long": "l", "double": "d", "string": "s", "bytes": "b"}
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 
-from cdcbridge.apply.marker import BatchMarker
-from cdcbridge.apply.model import PrimaryKey, TargetRow
-from cdcbridge.apply.policy import DeadLetter
+from cdcbridge.apply.core.marker import BatchMarker
+from cdcbridge.apply.core.model import PrimaryKey, TargetRow
+from cdcbridge.apply.core.policy import DeadLetter
 from cdcbridge.apply.targets.base import ApplyTarget, TargetBatch
 
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from cdcbridge.apply.core.marker import BatchMarker
+from cdcbridge.apply.core.model import TargetRow
 from cdcbridge.apply.job import ApplySummary
-from cdcbridge.apply.marker import BatchMarker
-from cdcbridge.apply.model import TargetRow
 from cdcbridge.apply.targets.base import TargetBatch
-from cdcbridge.bench.apply import CommitClock, _latencies, _throughput_figures, flatten, warmup_runs
-from cdcbridge.bench.apply_workload import bridge_messages, generate_records
 from cdcbridge.formats import BridgeTableFormat
+from cdcbridge.harness.bench.apply import CommitClock, _latencies, _throughput_figures, flatten, warmup_runs
+from cdcbridge.harness.bench.apply_workload import bridge_messages, generate_records
 
 from .memory_target import MemoryTarget
 
@@ -53,7 +53,7 @@ def test_the_commit_clock_keeps_the_spark_path_and_notes_the_rows_it_wrote() -> 
     from types import SimpleNamespace
 
     from cdcbridge.apply.targets.base import SparkFoldTarget
-    from cdcbridge.bench.apply import SparkCommitClock, commit_clock
+    from cdcbridge.harness.bench.apply import SparkCommitClock, commit_clock
 
     class SparkMemory(MemoryTarget, SparkFoldTarget):
         def current_rows(self, tables, grouped):
@@ -75,7 +75,7 @@ def test_the_commit_clock_keeps_the_spark_path_and_notes_the_rows_it_wrote() -> 
 
 
 def test_the_floor_figures_give_the_apply_rate_as_a_share_of_the_floors_steady_rate() -> None:
-    from cdcbridge.bench.apply import _floor_figures
+    from cdcbridge.harness.bench.apply import _floor_figures
 
     floor = [(1000, 10.0), (1000, 0.05), (1000, 0.02), (1000, 0.04), (10, 1.0)]  # steady: the median, 25k/s
     assert _floor_figures(floor, 1000, 12_500) == {"floor_rec_per_s": 25_000, "share_of_floor": 0.5}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cdcbridge.apply.model import ColumnValue, TargetRow
+from cdcbridge.apply.core.model import ColumnValue, TargetRow
 from cdcbridge.apply.targets.column_types import check_rows, value_type
 
 

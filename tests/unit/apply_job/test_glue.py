@@ -8,20 +8,20 @@ import math
 
 import pytest
 
-from cdcbridge.apply.job_errors import ApplyJobError, UndecodableMessageError
-from cdcbridge.apply.kafka_records import KafkaRecord, envelope, tombstone, union_value
+from cdcbridge.apply.core.model import ColumnValue, TargetRow
+from cdcbridge.apply.core.operations import MessageFormat, decode_message
+from cdcbridge.apply.driver.kafka_records import KafkaRecord, envelope, tombstone, union_value
+from cdcbridge.apply.errors import ApplyJobError, UndecodableMessageError
 from cdcbridge.apply.kafka_source import kafka_source_options
-from cdcbridge.apply.model import ColumnValue, TargetRow
-from cdcbridge.apply.operations import MessageFormat, decode_message
 from cdcbridge.apply.routing import TopicRouting
-from cdcbridge.apply.spark_decode import problem_of
+from cdcbridge.apply.spark.decode import problem_of
 from cdcbridge.apply.targets.delta import _row_from_json, _row_record, _TableShape
 from cdcbridge.apply.targets.postgres import decode_attrs, encode_attrs
 from cdcbridge.apply.writer_schemas import WriterSchema, classify
-from cdcbridge.bench.apply_workload import bridge_messages, generate_records
 from cdcbridge.config import parse_config
 from cdcbridge.formats import BridgeTableFormat, schema_text
 from cdcbridge.formats import MessageFormat as TopicFormat
+from cdcbridge.harness.bench.apply_workload import bridge_messages, generate_records
 
 from .compact import kafka_records
 

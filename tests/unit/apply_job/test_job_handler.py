@@ -65,8 +65,8 @@ class FakeFrame:
 def test_a_schema_id_not_loaded_yet_interrupts_the_stream() -> None:
     import pytest
 
-    from cdcbridge.apply.operations import MessageFormat
-    from cdcbridge.apply.spark_decode import UnknownSchemaId, iter_records
+    from cdcbridge.apply.core.operations import MessageFormat
+    from cdcbridge.apply.spark.decode import UnknownSchemaId, iter_records
     from cdcbridge.apply.writer_schemas import WriterSchema
 
     known = {1: WriterSchema(1, "{}", MessageFormat.MUTATE_LOG)}
@@ -85,8 +85,8 @@ def test_a_schema_id_not_loaded_yet_interrupts_the_stream() -> None:
 
 def test_the_handler_fetches_a_new_schema_id_and_decodes_the_batch_again(monkeypatch) -> None:
     from cdcbridge.apply import job
-    from cdcbridge.apply.micro_batch import BatchReport
-    from cdcbridge.apply.spark_decode import UnknownSchemaId
+    from cdcbridge.apply.batch_report import BatchReport
+    from cdcbridge.apply.spark.decode import UnknownSchemaId
 
     config = parse_config({"source": {"tables": [{"name": "a"}]}}, environ={})
     handler = _BatchHandler(config, MemoryTarget(), TopicRouting.from_config(config), ApplySummary())
@@ -108,8 +108,8 @@ def test_the_handler_fetches_a_new_schema_id_and_decodes_the_batch_again(monkeyp
 
 def test_a_batch_updates_the_apply_metrics_once(monkeypatch) -> None:
     from cdcbridge.apply import job
-    from cdcbridge.bench.apply_workload import bridge_messages, generate_records, with_redeliveries
     from cdcbridge.formats import BridgeTableFormat
+    from cdcbridge.harness.bench.apply_workload import bridge_messages, generate_records, with_redeliveries
     from cdcbridge.observability.metrics import ApplyMetrics
 
     from .compact import kafka_records

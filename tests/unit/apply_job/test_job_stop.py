@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from cdcbridge.apply.errors import ApplyJobError
 from cdcbridge.apply.job import _raise_failure, _stop_between_batches
-from cdcbridge.apply.job_errors import ApplyJobError
 
 
 class FakeQuery:

@@ -7,17 +7,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cdcbridge.apply.errors import BadInputError
-from cdcbridge.apply.job_errors import TargetRejectedError, UndecodableMessageError, UnmappedTableError
-from cdcbridge.apply.kafka_records import KafkaRecord
-from cdcbridge.apply.micro_batch import BatchReport, MicroBatchApplier
-from cdcbridge.apply.operations import MessageFormat
-from cdcbridge.apply.policy import BadInputPolicy
+from cdcbridge.apply.batch_report import BatchReport
+from cdcbridge.apply.core.operations import MessageFormat
+from cdcbridge.apply.core.policy import BadInputPolicy
+from cdcbridge.apply.driver.kafka_records import KafkaRecord
+from cdcbridge.apply.driver.micro_batch import MicroBatchApplier
+from cdcbridge.apply.errors import BadInputError, TargetRejectedError, UndecodableMessageError, UnmappedTableError
 from cdcbridge.apply.routing import TopicRouting
-from cdcbridge.bench.apply_workload import bridge_messages, generate_records, with_redeliveries
 from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
 from cdcbridge.config import parse_config
 from cdcbridge.formats import BridgeTableFormat
+from cdcbridge.harness.bench.apply_workload import bridge_messages, generate_records, with_redeliveries
 
 from .compact import batches, kafka_records
 from .memory_target import MemoryTarget
@@ -198,7 +198,7 @@ def test_bad_input_errors_are_the_core_family() -> None:
 
 
 def test_reports_add_up_rows_per_table_and_keep_each_batch_freshness_sample_apart() -> None:
-    from cdcbridge.apply.micro_batch import quantiles
+    from cdcbridge.apply.batch_report import quantiles
 
     total = BatchReport(rows_by_table={"a": 2}, source_ts_sample=(1,))
     total += BatchReport(batches=1, rows_by_table={"a": 3, "b": 1}, source_ts_sample=(5, 6))

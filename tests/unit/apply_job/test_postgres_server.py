@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cdcbridge.localstack.errors import StackError
-from cdcbridge.localstack.postgres import PostgresServer, find_postgres_bin
+from cdcbridge.harness.stack.errors import StackError
+from cdcbridge.harness.stack.postgres import PostgresServer, find_postgres_bin
 
 
 def test_the_newest_version_with_initdb_and_pg_ctl_wins(tmp_path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from cdcbridge.apply.spark_columns import ColumnCache
+from cdcbridge.apply.spark.columns import ColumnCache
 
 
 def _spark(application_id: str) -> Any:

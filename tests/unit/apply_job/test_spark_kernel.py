@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 from py4j.java_gateway import JavaPackage
 
-from cdcbridge.apply.job_errors import ApplyJobError
-from cdcbridge.apply.spark_batch import ROW_SHAPE, SHAPE_TYPE
-from cdcbridge.apply.spark_fold import FOLD, RESULT_TYPE, STATE_TYPE
-from cdcbridge.apply.spark_kernel import EXPRESSION_FACTORY, KernelFunction
-from cdcbridge.apply.spark_operations import ENVELOPE_OP_TYPE, IMAGE_OP, MUTATION_OP
+from cdcbridge.apply.errors import ApplyJobError
+from cdcbridge.apply.spark.batch import ROW_SHAPE, SHAPE_TYPE
+from cdcbridge.apply.spark.fold import FOLD, RESULT_TYPE, STATE_TYPE
+from cdcbridge.apply.spark.kernel import EXPRESSION_FACTORY, KernelFunction
+from cdcbridge.apply.spark.operations import ENVELOPE_OP_TYPE, IMAGE_OP, MUTATION_OP
 from cdcbridge.apply.targets.delta import ROW_STATE
 
 

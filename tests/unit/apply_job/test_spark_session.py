@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from cdcbridge.apply.spark_session import local_cores
+from cdcbridge.apply.spark.session import local_cores
 
 
 @pytest.mark.parametrize(

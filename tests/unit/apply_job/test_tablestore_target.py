@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from cdcbridge.apply.job_errors import TargetError
-from cdcbridge.apply.model import ColumnValue, TargetRow
+from cdcbridge.apply.core.model import ColumnValue, TargetRow
+from cdcbridge.apply.errors import TargetError
 from cdcbridge.apply.targets.tablestore import (
     CONDITION_FAILED,
     TablestoreTarget,

@@ -13,10 +13,10 @@ from prometheus_client import CollectorRegistry
 from cdcbridge.cli import cli
 from cdcbridge.config import ObservabilityConfig
 from cdcbridge.emulator.server import EmulatorServer
-from cdcbridge.localstack.kafka import _server_properties, advertised_host_for
-from cdcbridge.localstack.postgres import PostgresServer
-from cdcbridge.localstack.registry import registry_argv
-from cdcbridge.localstack.stack import LocalStack, emulator_argv
+from cdcbridge.harness.stack.kafka import _server_properties, advertised_host_for
+from cdcbridge.harness.stack.postgres import PostgresServer
+from cdcbridge.harness.stack.registry import registry_argv
+from cdcbridge.harness.stack.stack import LocalStack, emulator_argv
 from cdcbridge.observability.metrics import start_metrics_server
 
 from .sockets import listeners_on_port

@@ -17,8 +17,8 @@ import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * What both envelope formats share, for {@link MutationOp} and {@link ImageOp}: where a decoded envelope keeps
- * its fields, the checks of cdcbridge/apply/operations.py's envelope reader (table, primary key, seq, timestamp)
- * and the value unions in the shapes of cdcbridge/apply/spark_operations.py, on Spark's own values.
+ * its fields, the checks of cdcbridge/apply/core/operations.py's envelope reader (table, primary key, seq, timestamp)
+ * and the value unions in the shapes of cdcbridge/apply/spark/operations.py, on Spark's own values.
  *
  * <p>Fields are found by name once per struct type (from_avro decodes into our reader schema, which evolves by
  * adding fields), and every check errs on the strict side: an envelope these refuse goes to the reference path,

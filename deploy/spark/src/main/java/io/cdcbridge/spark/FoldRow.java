@@ -17,14 +17,14 @@ import org.apache.spark.sql.types.DataType;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
- * The apply job's fold of one target row, compiled: what cdcbridge/apply/fold.py does, on the operation structs
- * of cdcbridge/apply/spark_operations.py. Spark SQL's higher-order functions run interpreted, row by row and
+ * The apply job's fold of one target row, compiled: what cdcbridge/apply/core/fold.py does, on the operation structs
+ * of cdcbridge/apply/spark/operations.py. Spark SQL's higher-order functions run interpreted, row by row and
  * lambda by lambda; this runs the same rules once per row as plain Java, on Spark's own values
  * ({@link KernelExpression}).
  *
  * <p>Arguments: the row's operations ({@code ops}, any order, redeliveries included) and its current state
  * ({@code cur}, null when the target holds no such row). The result is spark_fold.RESULT_TYPE: the state after
- * the fold and the counts the job reports. Registered from Python by cdcbridge.apply.spark_fold, which also
+ * the fold and the counts the job reports. Registered from Python by cdcbridge.apply.spark.fold, which also
  * holds the type names; its tests check this class against the Python fold on random histories. Values taken
  * from the arguments (cell values, column names) are returned as they are: Spark copies the result before it
  * reads the next row.

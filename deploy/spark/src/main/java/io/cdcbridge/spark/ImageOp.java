@@ -12,8 +12,8 @@ import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * A decoded RECORD_IMAGE envelope checked and turned into the fold's operation, compiled: what
- * cdcbridge/apply/operations.py checks of a RECORD_IMAGE message, and the operation struct of
- * cdcbridge/apply/spark_operations.py (OP_TYPE), in one pass instead of Spark SQL higher-order functions.
+ * cdcbridge/apply/core/operations.py checks of a RECORD_IMAGE message, and the operation struct of
+ * cdcbridge/apply/spark/operations.py (OP_TYPE), in one pass instead of Spark SQL higher-order functions.
  *
  * <p>The image's columns become cells: a value is a PUT, a null without version a DELETE_ALL_VERSION, a null with
  * version a DELETE_ONE_VERSION (nulls only in a partial image). Arguments and result as {@link MutationOp}.

@@ -27,7 +27,7 @@ import scala.jdk.javaapi.CollectionConverters;
  *
  * <p>A subclass computes its result from its argument values ({@link #compute}). It takes its arguments and its
  * result type (a Spark DDL type, given at registration) in a constructor {@code (Expression[], DataType)}.
- * cdcbridge/apply/spark_kernel.py registers one by name with {@link #builder}. The generated code of a plan
+ * cdcbridge/apply/spark/kernel.py registers one by name with {@link #builder}. The generated code of a plan
  * evaluates the arguments and calls {@code compute} ({@link #doGenCode}), so the expression stays inside Spark's
  * whole-stage code generation: an expression that only interprets ({@code CodegenFallback}) takes the operator
  * holding it out of it, and that operator then copies every row it passes on.

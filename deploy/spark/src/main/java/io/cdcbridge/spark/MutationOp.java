@@ -11,8 +11,8 @@ import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * A decoded MUTATE_LOG envelope checked and turned into the fold's operation, compiled: what
- * cdcbridge/apply/operations.py checks of a MUTATE_LOG message, and the operation struct of
- * cdcbridge/apply/spark_operations.py (OP_TYPE), in one pass instead of Spark SQL higher-order functions.
+ * cdcbridge/apply/core/operations.py checks of a MUTATE_LOG message, and the operation struct of
+ * cdcbridge/apply/spark/operations.py (OP_TYPE), in one pass instead of Spark SQL higher-order functions.
  *
  * <p>Arguments: the envelope as from_avro decodes it into our reader schema, the Kafka partition and offset.
  * Result: {@code struct<pk, op>} (spark_operations.ENVELOPE_OP_TYPE), or null when the envelope breaks a rule

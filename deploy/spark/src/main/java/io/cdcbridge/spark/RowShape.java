@@ -16,7 +16,7 @@ import org.apache.spark.unsafe.types.UTF8String;
 /**
  * What a folded row looks like to its target, compiled: the names and value types of its attribute columns and
  * of its primary key, and whether two of its column names differ only in case. The apply job collects these per
- * table before writing (cdcbridge/apply/spark_batch.py), so the target can add columns or refuse the batch first.
+ * table before writing (cdcbridge/apply/spark/batch.py), so the target can add columns or refuse the batch first.
  * A Catalyst expression on Spark's own values ({@link KernelExpression}).
  *
  * <p>Arguments: the row's key (spark_operations.PK_TYPE) and its columns (spark_fold.COLUMNS_TYPE). Result:

@@ -18,7 +18,7 @@ import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * A stored Delta row as the fold's current state, compiled: the apply job reads the rows of a batch's keys and
- * hands each to {@link FoldRow} in this shape (cdcbridge/apply/spark_fold.py STATE_TYPE), as a Catalyst
+ * hands each to {@link FoldRow} in this shape (cdcbridge/apply/spark/fold.py STATE_TYPE), as a Catalyst
  * expression on Spark's own values ({@link KernelExpression}).
  *
  * <p>Argument: a struct of the table's attribute columns (typed: boolean, bigint, double, string, binary), then

@@ -1,0 +1,234 @@
+"""One micro-batch on Spark: decode, validate, dedup, fold and write in the JVM; the driver handles counts only.
+
+Steps per batch (see :mod:`.operations` and :mod:`.fold` for what runs in Spark):
+
+1. One Spark job reads the batch from Kafka, decodes and validates every message and groups the operations by
+   target row (kept in memory: one row per target row); the driver reads the counts of what was set aside.
+2. A second job joins the rows the target holds for those keys and folds, materialized once; a small job sums
+   that per table: the counts of :class:`~cdcbridge.apply.core.fold.ApplyStats` and what the changed rows look like
+   (column names and types, primary-key signatures), so the target can add columns or see a row it would
+   refuse before anything is written.
+3. The target writes each table's changed rows with the guard and the batch marker (Delta: one MERGE per
+   table; PostgreSQL: one transaction).
+
+The batch goes to the reference path, :class:`~cdcbridge.apply.driver.micro_batch.MicroBatchApplier`, instead, before
+anything is written, when it holds anything the reference path must judge message by message: bad input (it
+raises or dead-letters as configured), an INCREMENT the fold cannot apply, a row the target would refuse, or a
+bare tombstone of a table the target does not hold yet. Schema ids met for the first time are fetched and the
+batch is read again, as on the reference path.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cdcbridge.apply.batch_report import FRESHNESS_QUANTILES, BatchReport
+from cdcbridge.apply.core.fold import ApplyStats
+from cdcbridge.apply.core.marker import BatchMarker, batch_already_applied
+from cdcbridge.apply.core.operations import MessageFormat
+from cdcbridge.apply.routing import TopicRouting
+from cdcbridge.apply.spark.columns import ColumnCache
+from cdcbridge.apply.spark.fold import fold_rows, grouped_operations
+from cdcbridge.apply.spark.kernel import KernelFunction
+from cdcbridge.apply.spark.operations import normalized_operations
+from cdcbridge.apply.targets.base import FoldedTable, SparkFoldTarget
+from cdcbridge.apply.writer_schemas import WriterSchema
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+_NAMED_TYPES = "array<struct<n:string,t:string>>"
+#: A changed row's shape: its attribute columns and primary key as (name, Spark type name), and whether two column
+#: names differ only in case.
+SHAPE_TYPE = f"struct<cols:{_NAMED_TYPES},pk:{_NAMED_TYPES},case_conflict:boolean>"
+#: The shape, compiled (deploy/spark/src/main/java/io/cdcbridge/spark/RowShape.java) rather than ``transform``
+#: over each row's map entries and key, which Spark interprets: the per-table summary of a 100k-message batch into
+#: Delta, both run on the same folded batch, median 0.49 → 0.36 s (faster in 15 of 16 batches).
+ROW_SHAPE = KernelFunction("cdcbridge_row_shape", "io.cdcbridge.spark.RowShape", SHAPE_TYPE)
+_STAT_COLUMNS = ("tombstones_without_seq", "duplicates", "stale", "applied", "tombstones_redundant")
+#: The summary's columns, built once (:mod:`.columns`).
+_SUMMARY_COLUMNS: ColumnCache[tuple[Column, list[Column]]] = ColumnCache()
+
+
+@dataclass(frozen=True)
+class _BatchHead:
+    messages: int
+    other: int
+
+
+class ReferencePathNeeded(Exception):
+    """The batch holds something the Spark path leaves to the reference path (the reason says what)."""
+
+
+class SchemaIdsNeeded(Exception):
+    """The batch holds schema ids the driver has not fetched yet."""
+
+    def __init__(self, schema_ids: set[int]) -> None:
+        super().__init__(f"schema ids {sorted(schema_ids)} are not loaded yet")
+        self.schema_ids = schema_ids
+
+
+class SparkBatchApplier:
+    """Applies micro-batches on Spark to a :class:`~cdcbridge.apply.targets.base.SparkFoldTarget`."""
+
+    def __init__(self, target: SparkFoldTarget, routing: TopicRouting, app_id: str) -> None:
+        self.target = target
+        self.routing = routing
+        self.app_id = app_id
+
+    def apply(self, batch_id: int, batch: DataFrame, schemas: Mapping[int, WriterSchema]) -> BatchReport:
+        """Apply one batch; raises :class:`ReferencePathNeeded` or :class:`SchemaIdsNeeded` before writing
+        anything when the batch must take the reference path or needs schemas fetched first."""
+        report = BatchReport(batches=1, spark_batches=1)
+        started = time.perf_counter()
+        image_tables = [t for t, f in self.routing.applied_formats.items() if f is MessageFormat.RECORD_IMAGE]
+        pk_names = {table: names for table in image_tables if (names := self.target.pk_names(table)) is not None}
+        normalized = normalized_operations(batch, schemas, self.routing, pk_names)
+        with _persisted(grouped_operations(normalized)) as grouped:
+            head = self._head(grouped)
+            report.stats.messages, report.other_format = head.messages, head.other
+            report.seconds_decode = time.perf_counter() - started
+            started = time.perf_counter()
+            current = self.target.current_rows(list(self.routing.applied_formats), grouped)
+            report.seconds_read = time.perf_counter() - started
+            started = time.perf_counter()
+            with _materialized(fold_rows(grouped, current)) as folded:
+                to_write = self._tables_to_write(self._summarize(folded), batch_id, report)
+                report.seconds_fold = time.perf_counter() - started
+                if to_write:
+                    started = time.perf_counter()
+                    report.rows_by_table = self.target.write_folded(BatchMarker(self.app_id, batch_id), to_write)
+                    report.rows_written = sum(report.rows_by_table.values())
+                    report.seconds_write = time.perf_counter() - started
+                    report.source_ts_sample = tuple(ts for t in to_write.values() for ts in t.source_ts_quantiles)
+        return report
+
+    def _tables_to_write(
+        self, tables: Mapping[str, FoldedTable], batch_id: int, report: BatchReport
+    ) -> dict[str, FoldedTable]:
+        """The tables with changed rows this batch has not written yet (their counts go into `report`); raises
+        :class:`ReferencePathNeeded` if one of them holds a row the fold or the target cannot take."""
+        to_write: dict[str, FoldedTable] = {}
+        for table in sorted(tables):
+            if batch_already_applied(self.target.read_marker(table, self.app_id), self.app_id, batch_id):
+                report.tables_skipped += 1
+                continue
+            folded = tables[table]
+            if folded.errors:
+                raise ReferencePathNeeded(f"table {table!r}: an INCREMENT the fold cannot apply")
+            report.stats += folded.stats
+            if folded.rows_changed:
+                to_write[table] = folded
+        if tables and report.tables_skipped == len(tables):
+            report.batches_skipped = 1
+        for table, folded in to_write.items():
+            refusal = self.target.refusal(folded)
+            if refusal is not None:
+                raise ReferencePathNeeded(f"table {table!r}: {refusal}")
+        return to_write
+
+    @staticmethod
+    def _head(grouped: DataFrame) -> _BatchHead:
+        """Count what was set aside while normalizing; raises when the batch cannot be applied on Spark."""
+        from pyspark.sql import functions as F
+
+        row = grouped.agg(
+            F.sum("messages").alias("messages"),
+            F.sum("python").alias("python"),
+            F.sum("other").alias("other"),
+            F.array_distinct(F.flatten(F.collect_list("unknown_sids"))).alias("unknown_sids"),
+        ).first()
+        unknown = {int(sid) for sid in (row["unknown_sids"] or ())} if row is not None else set()
+        if unknown:
+            raise SchemaIdsNeeded(unknown)
+        if row is not None and row["python"]:
+            raise ReferencePathNeeded(f"{row['python']} message(s) need the reference path")
+        return _BatchHead(int(row["messages"] or 0) if row else 0, int(row["other"] or 0) if row else 0)
+
+    def _summarize(self, folded: DataFrame) -> dict[str, FoldedTable]:
+        """Per table: the counts and the shape of the changed rows (one small job)."""
+        from pyspark.sql import functions as F
+
+        ROW_SHAPE.register(folded.sparkSession)
+        shape, aggregates = _SUMMARY_COLUMNS.get(folded.sparkSession, "summary", _summary_columns)
+        rows = folded.where(F.col("table").isNotNull()).withColumn("_shape", shape).groupBy("table").agg(*aggregates)
+        changed = _changed()
+        tables: dict[str, FoldedTable] = {}
+        for row in rows.collect():
+            stats = ApplyStats(**{name: int(row[name]) for name in _STAT_COLUMNS}, rows_changed=row["rows_changed"])
+            tables[row["table"]] = FoldedTable(
+                table=row["table"],
+                stats=stats,
+                columns=frozenset((c["n"], c["t"]) for cells in row["column_sets"] for c in cells),
+                pk_signatures=frozenset(tuple((p["n"], p["t"]) for p in pk) for pk in row["pk_sets"]),
+                case_conflicts=row["case_conflicts"],
+                errors=row["errors"],
+                source_ts_quantiles=tuple(int(ts) for ts in row["ts_quantiles"] or () if ts is not None),
+                rows=folded.where((F.col("table") == row["table"]) & changed).select("pk", "row"),
+                files=frozenset(row["files"]),
+            )
+        return tables
+
+
+def _summary_columns() -> tuple[Column, list[Column]]:
+    """The changed rows' shape (``_shape``) and the per-table aggregates of :meth:`SparkBatchApplier._summarize`."""
+    from pyspark.sql import functions as F
+
+    changed = _changed()
+    shape = F.when(changed, ROW_SHAPE(F.col("pk"), F.col("row.cols")))
+    aggregates = [
+        *[F.sum(name).alias(name) for name in _STAT_COLUMNS],
+        F.count_if("error").alias("errors"),
+        F.count_if(changed).alias("rows_changed"),
+        F.collect_set("_shape.cols").alias("column_sets"),
+        F.collect_set("_shape.pk").alias("pk_sets"),
+        F.count_if("_shape.case_conflict").alias("case_conflicts"),
+        F.collect_set(F.when(changed, F.col("file"))).alias("files"),
+        F.percentile_approx(F.when(changed, F.col("row.ts")), list(FRESHNESS_QUANTILES)).alias("ts_quantiles"),
+    ]
+    return shape, aggregates
+
+
+def _changed() -> Column:
+    """Whether a folded row changed: the fold applied at least one of its operations."""
+    from pyspark.sql import functions as F
+
+    return F.col("applied") > 0
+
+
+@contextmanager
+def _persisted(frame: DataFrame) -> Iterator[DataFrame]:
+    """The frame kept in memory (spilling to disk) while the block runs: a barrier Spark's optimizer does not
+    push filters through (which would evaluate the decoding once per reference), and reused by later jobs."""
+    from pyspark import StorageLevel
+
+    kept = frame.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        yield kept
+    finally:
+        kept.unpersist()
+
+
+@contextmanager
+def _materialized(frame: DataFrame) -> Iterator[DataFrame]:
+    """The frame computed once and kept while the block runs, cut off from its sources. Not `persist`: a Delta
+    commit re-caches every cached plan that reads the table, so a persisted fold result would be recomputed
+    against the table as the MERGE left it (every operation stale) the next time it is read, e.g. by the MERGE
+    of a second table."""
+    kept = frame.localCheckpoint(eager=True)
+    try:
+        yield kept
+    finally:
+        plan = kept._jdf.queryExecution().analyzed()  # PySpark has no API to drop a local checkpoint's blocks
+        if plan.getClass().getSimpleName() == "LogicalRDD":
+            rdd = plan.rdd()
+            # Dropping them makes Spark warn that the RDD "cannot be recomputed", which is the point here.
+            jvm = kept.sparkSession.sparkContext._jvm
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+                rdd.getClass().getName(), jvm.org.apache.logging.log4j.Level.ERROR
+            )
+            rdd.unpersist(False)

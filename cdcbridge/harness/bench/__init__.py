@@ -1,0 +1,1 @@
+"""cdcbridge.harness.bench."""
