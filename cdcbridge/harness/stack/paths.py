@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 #: The repository root when running from a checkout (editable install), where deploy/ holds the Maven poms.
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def deploy_dir() -> Path:
