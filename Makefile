@@ -1,8 +1,10 @@
 # The two commands a new user needs: `make demo` and `make test`. Both set everything up first:
 # Debian packages (when missing), the virtualenv, and the JVM artifacts from Maven Central (cached in .cache/).
 SHELL := /bin/bash
-PYTHON ?= python3.11
-VENV := .venv
+# The first Python 3.11-3.13 found (`make test PYTHON=python3.13 VENV=.venv-3.13` picks another one).
+SUPPORTED := import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))
+PYTHON ?= $(firstword $(foreach p,python3 python3.13 python3.12 python3.11,$(shell $(p) -c '$(SUPPORTED)' >/dev/null 2>&1 && echo $(p))))
+VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
@@ -18,7 +20,7 @@ system-deps:
 	command -v mvn >/dev/null || missing="$$missing maven"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v cc >/dev/null || missing="$$missing gcc"; \
-	command -v $(PYTHON) >/dev/null || command -v python3 >/dev/null || missing="$$missing python3 python3-venv"; \
+	[ -n "$(PYTHON)" ] || missing="$$missing python3 python3-venv"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
@@ -28,8 +30,8 @@ system-deps:
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
-	@py=$$(command -v $(PYTHON) || command -v python3); \
-	[ -x $(BIN)/python ] || $$py -m venv $(VENV)
+	@[ -n "$(PYTHON)" ] || { echo "cdcbridge needs Python 3.11, 3.12 or 3.13: install one (Debian: python3 python3-venv)"; exit 1; }
+	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip setuptools wheel
 	$(BIN)/pip install -q -e '.[dev]'
 	@touch $(STAMP)

@@ -36,7 +36,7 @@ from cdcbridge.apply.kafka_source import kafka_source_options
 from cdcbridge.apply.routing import TopicRouting
 from cdcbridge.apply.spark.batch import ReferencePathNeeded, SchemaIdsNeeded, SparkBatchApplier
 from cdcbridge.apply.spark.decode import UnknownSchemaId, decoded_records
-from cdcbridge.apply.targets.base import ApplyTarget, SparkFoldTarget
+from cdcbridge.apply.target import ApplyTarget, SparkFoldTarget
 from cdcbridge.apply.targets.factory import build_target
 from cdcbridge.apply.writer_schemas import WriterSchemas
 from cdcbridge.config import BridgeConfig

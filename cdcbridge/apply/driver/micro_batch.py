@@ -31,7 +31,7 @@ from cdcbridge.apply.core.policy import BadInputPolicy, DeadLetter
 from cdcbridge.apply.driver.kafka_records import KafkaRecord, envelope, tombstone, undecodable
 from cdcbridge.apply.errors import BadInputError, TargetRejectedError, UndecodableMessageError, UnmappedTableError
 from cdcbridge.apply.routing import TopicRouting
-from cdcbridge.apply.targets.base import ApplyTarget, TargetBatch
+from cdcbridge.apply.target import ApplyTarget, TargetBatch
 
 
 @dataclass

@@ -35,7 +35,7 @@ from cdcbridge.apply.spark.columns import ColumnCache
 from cdcbridge.apply.spark.fold import fold_rows, grouped_operations
 from cdcbridge.apply.spark.kernel import KernelFunction
 from cdcbridge.apply.spark.operations import normalized_operations
-from cdcbridge.apply.targets.base import FoldedTable, SparkFoldTarget
+from cdcbridge.apply.target import FoldedTable, SparkFoldTarget
 from cdcbridge.apply.writer_schemas import WriterSchema
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ class SchemaIdsNeeded(Exception):
 
 
 class SparkBatchApplier:
-    """Applies micro-batches on Spark to a :class:`~cdcbridge.apply.targets.base.SparkFoldTarget`."""
+    """Applies micro-batches on Spark to a :class:`~cdcbridge.apply.target.SparkFoldTarget`."""
 
     def __init__(self, target: SparkFoldTarget, routing: TopicRouting, app_id: str) -> None:
         self.target = target

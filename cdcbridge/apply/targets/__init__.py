@@ -1,5 +1,5 @@
-"""Stores the apply job writes to, behind :class:`~cdcbridge.apply.targets.base.ApplyTarget`."""
+"""The stores the apply job writes to (Delta Lake, PostgreSQL, Tablestore), each an :class:`ApplyTarget`."""
 
-from cdcbridge.apply.targets.base import ApplyTarget, TargetBatch
+from cdcbridge.apply.target import ApplyTarget, TargetBatch
 
 __all__ = ["ApplyTarget", "TargetBatch"]

@@ -44,7 +44,7 @@ from cdcbridge.apply.core.model import ColumnValue, PkValue, PrimaryKey, TargetR
 from cdcbridge.apply.errors import TargetError
 from cdcbridge.apply.spark.fold import STATE_TYPE
 from cdcbridge.apply.spark.kernel import KernelFunction
-from cdcbridge.apply.targets.base import SparkFoldTarget, TargetBatch
+from cdcbridge.apply.target import SparkFoldTarget, TargetBatch
 from cdcbridge.apply.targets.column_types import (
     BINARY,
     BOOLEAN,
@@ -63,7 +63,7 @@ from cdcbridge.changes import Value
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from cdcbridge.apply.targets.base import FoldedTable
+    from cdcbridge.apply.target import FoldedTable
 
 PK_PROPERTY = "cdcbridge.primaryKey"
 CHANGE_FEED_PROPERTY = "delta.enableChangeDataFeed"

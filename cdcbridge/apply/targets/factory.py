@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cdcbridge.apply.errors import TargetError
-from cdcbridge.apply.targets.base import ApplyTarget
+from cdcbridge.apply.target import ApplyTarget
 from cdcbridge.config import ApplyTarget as TargetKind
 from cdcbridge.config import BridgeConfig
 

@@ -28,7 +28,7 @@ from psycopg import sql
 from cdcbridge.apply.core.marker import BatchMarker
 from cdcbridge.apply.core.model import ColumnValue, PkValue, PrimaryKey, TargetRow
 from cdcbridge.apply.errors import TargetError
-from cdcbridge.apply.targets.base import SparkFoldTarget, TargetBatch
+from cdcbridge.apply.target import SparkFoldTarget, TargetBatch
 from cdcbridge.apply.targets.dead_letters import DEAD_LETTER_COLUMNS, dead_letter_row
 from cdcbridge.apply.targets.postgres_frames import csv_text, current_row_lines, current_rows_query, keys_json
 from cdcbridge.changes import Value
@@ -36,7 +36,7 @@ from cdcbridge.changes import Value
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from cdcbridge.apply.targets.base import FoldedTable
+    from cdcbridge.apply.target import FoldedTable
 
 PROGRESS_TABLE = "_apply_progress"
 _BOOKKEEPING = ("attrs", "_versions", "_seq", "_deleted", "_source_ts")

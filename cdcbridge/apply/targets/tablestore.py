@@ -42,7 +42,7 @@ from tablestore.error import OTSClientError, OTSServiceError
 from cdcbridge.apply.core.marker import BatchMarker
 from cdcbridge.apply.core.model import ColumnValue, PkValue, PrimaryKey, TargetRow
 from cdcbridge.apply.errors import TargetError
-from cdcbridge.apply.targets.base import ApplyTarget, TargetBatch
+from cdcbridge.apply.target import ApplyTarget, TargetBatch
 from cdcbridge.apply.targets.column_types import RESERVED_COLUMNS
 from cdcbridge.apply.targets.dead_letters import dead_letter_row
 from cdcbridge.config import BridgeConfig

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from cdcbridge.apply.core.marker import BatchMarker
 from cdcbridge.apply.core.model import PrimaryKey, TargetRow
 from cdcbridge.apply.job import ApplySummary, run_apply
-from cdcbridge.apply.targets.base import ApplyTarget, SparkFoldTarget, TargetBatch
+from cdcbridge.apply.target import ApplyTarget, SparkFoldTarget, TargetBatch
 from cdcbridge.config import BridgeConfig, parse_config
 from cdcbridge.formats import BridgeTableFormat
 from cdcbridge.formats.keys import decode_key
@@ -51,7 +51,7 @@ from cdcbridge.harness.bench.apply_workload import (
 )
 
 if TYPE_CHECKING:
-    from cdcbridge.apply.targets.base import FoldedTable
+    from cdcbridge.apply.target import FoldedTable
 
 TABLE = "bench_rows"
 PHASES = ("seconds_decode", "seconds_read", "seconds_fold", "seconds_write")

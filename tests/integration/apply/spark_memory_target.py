@@ -12,7 +12,7 @@ from cdcbridge.apply.core.marker import BatchMarker
 from cdcbridge.apply.core.model import ColumnValue, TargetRow
 from cdcbridge.apply.spark.fold import STATE_TYPE
 from cdcbridge.apply.spark.operations import PK_TYPE
-from cdcbridge.apply.targets.base import FoldedTable, SparkFoldTarget
+from cdcbridge.apply.target import FoldedTable, SparkFoldTarget
 from cdcbridge.changes import Value
 from tests.unit.apply_job.memory_target import MemoryTarget
 

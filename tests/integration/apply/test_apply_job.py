@@ -19,7 +19,7 @@ from cdcbridge.apply.core.marker import BatchMarker
 from cdcbridge.apply.core.model import ColumnValue, TargetRow
 from cdcbridge.apply.errors import UndecodableMessageError
 from cdcbridge.apply.job import run_apply
-from cdcbridge.apply.targets.base import TargetBatch
+from cdcbridge.apply.target import TargetBatch
 from cdcbridge.apply.targets.delta import DeltaTarget
 from cdcbridge.apply.targets.postgres import PostgresTarget
 from cdcbridge.apply.targets.tablestore import TablestoreTarget

@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection, Sequence
 from cdcbridge.apply.core.marker import BatchMarker
 from cdcbridge.apply.core.model import PrimaryKey, TargetRow
 from cdcbridge.apply.core.policy import DeadLetter
-from cdcbridge.apply.targets.base import ApplyTarget, TargetBatch
+from cdcbridge.apply.target import ApplyTarget, TargetBatch
 
 
 class MemoryTarget(ApplyTarget):

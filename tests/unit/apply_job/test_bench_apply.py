@@ -5,7 +5,7 @@ from __future__ import annotations
 from cdcbridge.apply.core.marker import BatchMarker
 from cdcbridge.apply.core.model import TargetRow
 from cdcbridge.apply.job import ApplySummary
-from cdcbridge.apply.targets.base import TargetBatch
+from cdcbridge.apply.target import TargetBatch
 from cdcbridge.formats import BridgeTableFormat
 from cdcbridge.harness.bench.apply import CommitClock, _latencies, _throughput_figures, flatten, warmup_runs
 from cdcbridge.harness.bench.apply_workload import bridge_messages, generate_records
@@ -52,7 +52,7 @@ def test_figures_are_flattened_for_the_results_table() -> None:
 def test_the_commit_clock_keeps_the_spark_path_and_notes_the_rows_it_wrote() -> None:
     from types import SimpleNamespace
 
-    from cdcbridge.apply.targets.base import SparkFoldTarget
+    from cdcbridge.apply.target import SparkFoldTarget
     from cdcbridge.harness.bench.apply import SparkCommitClock, commit_clock
 
     class SparkMemory(MemoryTarget, SparkFoldTarget):

@@ -87,7 +87,9 @@ class FakeRegistry:
 
 
 def self_signed_ca(folder: Path) -> tuple[Path, Path, Path]:
-    """(CA certificate, server certificate for 127.0.0.1, server key) as PEM files in `folder`."""
+    """(CA certificate, server certificate for 127.0.0.1, server key) as PEM files in `folder`.
+
+    With the key identifiers and key usage Python 3.13's strict X.509 verification requires of a chain."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -104,6 +106,8 @@ def self_signed_ca(folder: Path) -> tuple[Path, Path, Path]:
         .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )  # fmt: skip
     key = ec.generate_private_key(ec.SECP256R1())
@@ -112,6 +116,7 @@ def self_signed_ca(folder: Path) -> tuple[Path, Path, Path]:
         .public_key(key.public_key()).serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )  # fmt: skip
     paths = folder / "ca.pem", folder / "server.pem", folder / "server.key"
