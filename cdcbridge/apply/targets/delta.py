@@ -15,7 +15,8 @@ cut short between two commits resumes with the tables not yet committed.
 On the Spark path (:mod:`cdcbridge.apply.spark.batch`) the table is read in the fold's job, each row turned into
 the fold's state by compiled code (:data:`ROW_STATE`, because Spark interprets the SQL equivalent) and matched to
 the batch's keys (broadcast); the MERGE source is the folded frame itself, and nothing passes through Python.
-Copy-on-write, not deletion vectors: on small tables rewritten by most batches, deletion vectors made MERGE slower.
+Copy-on-write, not deletion vectors: a MERGE that changes a large share of a table's rows, as micro-batches of
+random keys do, ran slower with deletion vectors.
 
 When the changed rows lie in every file of the version the fold read (the fold's scan names each row's file), a
 MERGE would rewrite the whole table anyway, after a scan for the files to rewrite and a join of every stored row
