@@ -353,7 +353,7 @@ def bench_bridge(ctx: click.Context, records: int, formats: str, partitions: int
 @click.option("--output", type=click.Path(path_type=Path), default=Path("BENCHMARKS.md"), show_default=True)
 @click.pass_context
 def bench_report(ctx: click.Context, output: Path) -> None:
-    """Regenerate BENCHMARKS.md from the results file."""
+    """Regenerate BENCHMARKS.md from the results file and the goals file next to it (goals.toml)."""
     from cdcbridge.harness.bench.results import render_markdown
 
     output.write_text(render_markdown(ctx.obj["results"]) + "\n")

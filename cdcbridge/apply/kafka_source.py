@@ -22,8 +22,7 @@ _JAAS_MODULES = {
 
 
 #: Consumer settings for reading a micro-batch of up to ``max_offsets_per_trigger`` records: the Java client's
-#: defaults (500 records per poll, 1 MiB per partition per fetch) cost ~0.35 s of a 100k-message batch on
-#: local[2]; with these ~0.18 s (measured with a streaming query that only sums value lengths).
+#: defaults (500 records per poll, 1 MiB per partition per fetch) split a large batch into many small fetches.
 CONSUMER_DEFAULTS = {"max.poll.records": "10000", "max.partition.fetch.bytes": str(8 * 1024 * 1024)}
 
 

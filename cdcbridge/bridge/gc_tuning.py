@@ -2,9 +2,9 @@
 
 The bridge makes millions of short-lived objects (records, cells, callbacks) and almost no reference cycles, while
 the SDK, protobuf and pydantic leave hundreds of thousands of long-lived objects behind at start-up. With CPython's
-default thresholds the collector keeps re-scanning those: a third of a bridge worker's CPU in a py-spy profile of
-`cdcbridge bench bridge`. Freezing what start-up created and collecting the young generation less often removes
-nearly all of that; cycles are still collected, only later.
+default thresholds the collector keeps re-scanning those, a large share of a worker's CPU. Freezing what start-up
+created and collecting the young generation less often removes nearly all of that; cycles are still collected,
+only later.
 """
 
 from __future__ import annotations

@@ -2,9 +2,8 @@
 
 A batch's frames are new, but the expressions over them are the same from batch to batch until what they depend
 on changes (a new schema id, a new key of a table). Building one is a call into the JVM per function, literal and
-column name, hundreds per batch: the apply job's driver spent ~0.4 s of each 100k-message batch on them (cProfile
-of the batch function). An expression belongs to the JVM that built it, so the cache is keyed by the Spark
-application as well.
+column name, hundreds per batch, a visible share of the driver's time per batch. An expression belongs to the JVM
+that built it, so the cache is keyed by the Spark application as well.
 """
 
 from __future__ import annotations

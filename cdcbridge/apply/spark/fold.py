@@ -7,9 +7,7 @@ seq_key; a message before a tombstone of the same seq, as the reference path kee
 than the row's ``_seq`` (the guard; the rest are stale), and apply them in seq order onto the row's current state
 with the rules of :mod:`..core.fold` (soft delete, replace, revival, version-aware PUT and DELETE_ONE_VERSION, INCREMENT
 by value or by amount). The result per key is the final row plus the counts ``ApplyStats``
-keeps. Compiled rather than Spark SQL higher-order functions, which Spark interprets lambda by lambda: the fold's
-job alone (a 100k-message batch folded onto a Delta table, 7 alternating runs each in one JVM) took a median
-3.2 s → 2.5 s and 5.7 → 4.4 s of CPU; the rest of that job is the table scan and the join.
+keeps. Compiled rather than Spark SQL higher-order functions, which Spark interprets lambda by lambda.
 
 An INCREMENT by amount of a column that holds no integer is bad input in the reference fold, and one past int64
 is a Python int there; either sets ``error`` here, and the job hands the batch to the reference path, which
@@ -56,8 +54,7 @@ def grouped_operations(normalized: DataFrame) -> DataFrame:
 
     The key's hash leads the grouping key: with more than a few hundred rows per task Spark's aggregation of
     ``collect_list`` falls back to sorting by the grouping key, and comparing a long first leaves the generic
-    comparison of ``pk`` (an array of structs) to hash collisions (the decode-and-group job on 138k cached
-    messages, 6 alternating runs in one JVM: median 4.58 → 4.29 s)."""
+    comparison of ``pk`` (an array of structs) to hash collisions."""
     keys, aggregates = _COLUMNS.get(normalized.sparkSession, "grouping", _grouping_columns)
     return normalized.groupBy(*keys).agg(*aggregates).drop("_row_hash")
 

@@ -5,12 +5,9 @@ the connector jars folder (so ``spark.jars`` carries it). Compiled because Spark
 (``transform``, ``filter``, ``aggregate``, map functions) interpreted, lambda by lambda, where compiled code runs
 once per row. Each is a Catalyst expression (``KernelExpression.java``) registered by name in the session whose
 frames call it: it reads and returns Spark's own values (InternalRow, ArrayData, MapData, UTF8String), where a
-Java UDF has every argument converted into Row/Seq/Map/String objects and its result converted back. For the fold
-that conversion cost more than the fold: Delta at 100k batches, runs alternating in one JVM, 17.1k/19.0k,
-16.4k/20.5k, 18.2k/18.6k and 19.2k/20.4k rec/s (UDF/expression; the tables compared equal after the last three
-pairs). The expressions generate code, so an operator holding one stays in whole-stage code generation: all five
-so, against the fold alone as an interpreted expression and the rest as UDFs, 17.2k/17.7k, 16.3k/20.0k,
-18.5k/19.6k and 16.8k/20.8k rec/s (the tables equal after each pair).
+Java UDF has every argument converted into Row/Seq/Map/String objects and its result converted back (for the fold
+that conversion cost more than the fold itself). The expressions generate code, so an operator holding one stays in
+whole-stage code generation.
 """
 
 from __future__ import annotations

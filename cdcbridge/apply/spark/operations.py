@@ -4,9 +4,8 @@ Per message, Spark decodes the value with ``from_avro`` (:mod:`.decode`), routes
 rule :func:`~cdcbridge.apply.core.operations.decode_message` checks, and classifies it. The checks and the operation
 are one call of compiled code per message (``MutationOp.java``, ``ImageOp.java`` in deploy/spark/src, registered
 as :data:`MUTATION_OP` / :data:`IMAGE_OP`) rather than Spark SQL higher-order functions, which Spark interprets
-lambda by lambda: the decode-and-group job alone on 277k cached messages, 6 alternating runs in one JVM, took a
-median 3.75 → 2.90 s and 7.1 → 5.5 s of CPU. :mod:`tests.integration.apply.test_spark_envelope_checks` checks
-that they accept exactly what the reference path accepts.
+lambda by lambda. :mod:`tests.integration.apply.test_spark_envelope_checks` checks that they accept exactly what
+the reference path accepts.
 
 - ``op``: a valid operation of a table applied from this format; it carries ``table``, ``pk`` and ``op`` (below).
 - ``other``: valid, but its table is applied from the other format (counted, skipped: ``other_format``).

@@ -62,20 +62,17 @@ def build_spark_session(
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "1g")
         .config("spark.sql.session.timeZone", "UTC")
-        # One apply batch generates ~50 classes for its fold job and ~75 per table for a Delta MERGE and its log
-        # reads; with Spark's default cache of 100 the next batch finds none of them and recompiles all
-        # (measured: 125 Janino compiles and ~20 s of JIT per batch, 0 compiles once the cache holds them).
+        # One apply batch generates more classes (fold job, Delta MERGE, log reads) than Spark's default cache
+        # of 100 holds, so every batch would compile them all again.
         .config("spark.sql.codegen.cache.maxEntries", "2000")
     )
     cores = local_cores(master)
     if cores is not None:
         # The driver JVM runs every task of a local master. The throughput collector, not the default G1, whose
-        # concurrent marking and write barriers take CPU from the tasks (Delta at 100k batches on local[2], runs
-        # alternating G1/Parallel: 11.4k/11.7k and 11.0k/13.4k rec/s on a loaded machine; earlier, one after the
-        # other: G1 16.7k, Serial 18.9k, Parallel 19.8-20.0k with a 1, 2 or 3 GB heap).
+        # concurrent marking and write barriers take CPU from the tasks.
         builder = builder.config("spark.driver.extraJavaOptions", LOCAL_DRIVER_JAVA_OPTIONS)
         # One shuffle partition per core: a micro-batch's shuffles are small, and each extra task costs more than
-        # it spreads (measured on local[2], Delta at 100k batches: 4 partitions 14.6-14.7k rec/s, 2: 15.2-15.9k).
+        # it spreads.
         builder = builder.config("spark.sql.shuffle.partitions", str(cores))
     if delta:
         builder = builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension").config(

@@ -12,20 +12,18 @@ re-run batch is a no-op per table. Dead letters are appended to ``<delta_path>/<
 same txn. A batch touching several tables is several commits; each is atomic with its own marker, so a batch
 cut short between two commits resumes with the tables not yet committed.
 
-On the Spark path (:mod:`cdcbridge.apply.spark.batch`) the table is read in the fold's job, each row converted to the
-fold's state by compiled code (:data:`ROW_STATE`; the Spark SQL it replaces, ``map_from_entries`` over a
-``filter``, runs interpreted: the fold's job alone on a 100k-message batch, 7 alternating runs in one JVM, median
-2.0 → 1.3 s and 3.3 → 2.3 s of CPU) and matched to the batch's keys (broadcast); the MERGE source is the folded
-frame itself, and nothing passes through Python. Copy-on-write, not deletion vectors: measured on 2 cores with
-~250k-row tables, a MERGE of 65k rows took 2.4-2.9 s copy-on-write and 4.2-5.2 s with deletion vectors.
+On the Spark path (:mod:`cdcbridge.apply.spark.batch`) the table is read in the fold's job, each row turned into
+the fold's state by compiled code (:data:`ROW_STATE`, because Spark interprets the SQL equivalent) and matched to
+the batch's keys (broadcast); the MERGE source is the folded frame itself, and nothing passes through Python.
+Copy-on-write, not deletion vectors: a MERGE that changes a large share of a table's rows, as micro-batches of
+random keys do, ran slower with deletion vectors.
 
 When the changed rows lie in every file of the version the fold read (the fold's scan names each row's file), a
 MERGE would rewrite the whole table anyway, after a scan for the files to rewrite and a join of every stored row
 with the source; the table is then replaced instead by its rows with other keys (keys broadcast) plus the folded
 rows, under the same txn marker (``mode("overwrite")``; Delta records the operation as WRITE). The fold already
 applied the guard to the rows it read, so this happens only while the table is still at that version, and never
-for a table that keeps a change data feed (which must record each row's change). Measured on a 100k-message
-batch, event log of one run alternating the two: the write's jobs took ~1.6 s of task CPU against ~2.0 s.
+for a table that keeps a change data feed (which must record each row's change).
 """
 
 from __future__ import annotations
@@ -71,13 +69,11 @@ TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 GUARD = "s._seq > t._seq OR t._seq IS NULL"
 #: Session settings for many small MERGEs, applied unless the Spark configuration sets them: rebuild a table's
-#: snapshot with 2 partitions instead of 50 (a micro-batch table's log is short and checkpointed; measured 4 s →
-#: 0.8 s per read on local[2]), and do not materialize the MERGE source (it is a deterministic local frame).
-#: No data skipping and no runtime Bloom filters: the job's scans are joins on the primary key, which neither
-#: prunes, but both have the optimizer read the table's file statistics for every new table version (its
-#: rules took 15.7 s → 9.8 s over a run of 100k batches; Delta at 100k batches, 4 alternating pairs in one
-#: JVM on a loaded machine: 12.7k/13.4k, 10.9k/11.0k, 13.2k/13.3k, 11.3k/13.7k rec/s without/with). This
-#: session only: the purge's delete then reads every file; other readers keep their own settings.
+#: snapshot with 2 partitions instead of 50 (a micro-batch table's log is short and checkpointed), and do not
+#: materialize the MERGE source (it is a deterministic local frame). No data skipping and no runtime Bloom
+#: filters: the job's scans are joins on the primary key, which neither prunes, but both have the optimizer read
+#: the table's file statistics for every new table version. This session only: the purge's delete then reads
+#: every file; other readers keep their own settings.
 MICRO_BATCH_CONF = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.databricks.delta.merge.materializeSource": "none",

@@ -70,7 +70,8 @@ def keys_json(pk: list[tuple[str, str]]) -> Column:
 
 
 def csv_text(rows: DataFrame, pk: list[tuple[str, str]]) -> str:
-    """Folded rows (``pk``, ``row``) as CSV lines in the column order of :func:`copy_columns`, as one text."""
+    """Folded rows (``pk``, ``row``) as CSV lines in the column order of the target's COPY (keys, then
+    bookkeeping: :meth:`~cdcbridge.apply.targets.postgres.PostgresTarget._upsert`), as one text."""
     from pyspark.sql import functions as F
 
     fields = []

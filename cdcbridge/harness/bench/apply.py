@@ -4,11 +4,10 @@ Throughput: a MUTATE_LOG stream (puts, updates, increments, deletes; runs re-sen
 15 % duplicates) is produced first, then the job runs with ``availableNow`` and ``maxOffsetsPerTrigger`` = the
 batch size. The figure per batch size is the median of ``messages / seconds`` over the full-size batches after
 the first (the first pays for table creation; it is reported separately), plus the phase split of the batches
-(see :class:`~cdcbridge.apply.driver.micro_batch.BatchReport`) and how many took the Spark path. Before the first
+(see :class:`~cdcbridge.apply.batch_report.BatchReport`) and how many took the Spark path. Before the first
 measurement of a target, a few batches of every size warm the JVM up (JIT and Spark's generated code), so the
-figures are those of a running job rather than of its first minutes: small batches alone were not enough (after
-4 × 10k, the first run of 3 × 100k batches was the slower of two runs in one JVM in 7 of 7 pairs, median rec/s
-13.4-16.5k against 16.5-19.7k).
+figures are those of a running job rather than of its first minutes: small batches alone left the first large
+batches still warming up.
 
 Floor (Delta only): after each Delta run, :mod:`.apply_floor` reads the same messages again and does the least an
 apply of this design does per batch (decode, keep each key's last message, rewrite the table);
