@@ -94,7 +94,7 @@ def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) ->
     ots = source_client(config)
     streams = StreamClient(ots, check_crc=source.check_crc)
     runtime = BridgeRuntime(config, worker_id)
-    store = TablestoreLeaseStore(ots, config.coordination.status_table)
+    store = TablestoreLeaseStore.from_settings(ots, config.coordination)
     store.ensure_table()
     prefix = config.kafka.topic_prefix
     runtime.tables, serializers = prepare_tables(config, ots, streams, stop)

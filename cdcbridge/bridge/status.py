@@ -135,7 +135,7 @@ def collect_status(config: BridgeConfig, *, with_lag: bool = True, end_time: dat
     source = config.source
     client = source_client(config)  # with the STS token too, when one is configured
     streams = StreamClient(client, check_crc=source.check_crc)
-    store = TablestoreLeaseStore(client, config.coordination.status_table)
+    store = TablestoreLeaseStore.from_settings(client, config.coordination)
     status = ClusterStatus()
     now_ms = time.time() * 1000
     end_time = end_time or config.bridge.end_time
