@@ -77,13 +77,6 @@ class ClusterStatus:
     errors: list[str] = field(default_factory=list)
     end_time: str | None = None
 
-    @property
-    def every_shard_passed_end_time(self) -> bool | None:
-        """True once every shard passed the end time (None without an end time)."""
-        if self.end_time is None:
-            return None
-        return bool(self.shards) and all(shard.passed_end_time for shard in self.shards)
-
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
