@@ -54,10 +54,6 @@ class TargetBatch:
     rows: Mapping[str, Sequence[TargetRow]] = field(default_factory=dict)
     dead_letters: Sequence[DeadLetter] = ()
 
-    @property
-    def row_count(self) -> int:
-        return sum(len(rows) for rows in self.rows.values())
-
 
 class ApplyTarget(ABC):
     """A store the apply job writes to (see the module docstring for the protocol)."""

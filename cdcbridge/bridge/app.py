@@ -37,7 +37,7 @@ from cdcbridge.publish.tables import (
     retry_until_up,
     source_client,
 )
-from cdcbridge.snapshot.end_time import EndTimeWatch, to_us, watch_end_time
+from cdcbridge.snapshot.end_time import to_us, watch_end_time
 from cdcbridge.snapshot.state import SnapshotStateStore
 from cdcbridge.snapshot.stream_start import StreamStartReader, wait_for_snapshots
 from cdcbridge.tablestore.client import StreamClient
@@ -60,7 +60,6 @@ class BridgeRuntime:
     #: The coordination worker of each table, by table name.
     workers: dict[str, Worker] = field(default_factory=dict)
     sink: KafkaSink | None = None
-    end_time_watch: EndTimeWatch | None = None
 
 
 def prepare_dead_letters(config: BridgeConfig, topics: list[str], stop: threading.Event) -> int:
@@ -94,7 +93,7 @@ def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) ->
     ots = source_client(config)
     streams = StreamClient(ots, check_crc=source.check_crc)
     runtime = BridgeRuntime(config, worker_id)
-    store = TablestoreLeaseStore(ots, config.coordination.status_table)
+    store = TablestoreLeaseStore.from_settings(ots, config.coordination)
     store.ensure_table()
     prefix = config.kafka.topic_prefix
     runtime.tables, serializers = prepare_tables(config, ots, streams, stop)
@@ -130,7 +129,7 @@ def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) ->
             processor_factory=lambda context=context: BridgeProcessor(context), settings=config.coordination,
         )  # fmt: skip
     if config.bridge.end_time is not None:
-        runtime.end_time_watch = watch_end_time(streams, store.list_leases, table_streams, config.bridge, stop)
+        watch_end_time(streams, store.list_leases, table_streams, config.bridge, stop)
     return runtime
 
 

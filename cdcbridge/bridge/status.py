@@ -77,13 +77,6 @@ class ClusterStatus:
     errors: list[str] = field(default_factory=list)
     end_time: str | None = None
 
-    @property
-    def every_shard_passed_end_time(self) -> bool | None:
-        """True once every shard passed the end time (None without an end time)."""
-        if self.end_time is None:
-            return None
-        return bool(self.shards) and all(shard.passed_end_time for shard in self.shards)
-
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -135,7 +128,7 @@ def collect_status(config: BridgeConfig, *, with_lag: bool = True, end_time: dat
     source = config.source
     client = source_client(config)  # with the STS token too, when one is configured
     streams = StreamClient(client, check_crc=source.check_crc)
-    store = TablestoreLeaseStore(client, config.coordination.status_table)
+    store = TablestoreLeaseStore.from_settings(client, config.coordination)
     status = ClusterStatus()
     now_ms = time.time() * 1000
     end_time = end_time or config.bridge.end_time

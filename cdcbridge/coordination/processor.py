@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
@@ -101,9 +101,6 @@ class ProcessRecordsInput:
     checkpointer: RecordProcessorCheckpointer
     #: Set when resuming part-way through a record (a checkpoint with a sub-sequence).
     resume_point: ExtendedSequence | None = None
-    #: Seconds since this batch was fetched, measured when the processor was called (for lag metrics).
-    fetched_seconds_ago: float = 0.0
-    extra: dict[str, object] = field(default_factory=dict)
 
     def start_sub_sequence(self, record: ChangeRecord) -> int:
         """First part of `record` not yet confirmed: 0, except for the record a sub-sequence checkpoint points into."""

@@ -23,7 +23,6 @@ from cdcbridge.emulator.errors import AuthFailed
 
 #: Requests whose x-ots-date is further than this from the server clock are refused (replay window).
 MAX_CLOCK_SKEW_S = 15 * 60
-HEADER_PREFIX = "x-ots-"
 _SIGNATURE_HEADERS = frozenset({"x-ots-signature", "x-ots-signaturev4"})
 
 

@@ -73,7 +73,7 @@ def run_snapshot(
     stop = stop or threading.Event()
     ots = source_client(config)
     streams = StreamClient(ots, check_crc=config.source.check_crc)
-    TablestoreLeaseStore(ots, config.coordination.status_table).ensure_table()
+    TablestoreLeaseStore.from_settings(ots, config.coordination).ensure_table()
     tables, serializers = prepare_tables(config, ots, streams, stop)
     client_id = f"cdcbridge-snapshot-{socket.gethostname()}-{os.getpid()}"
     sink = KafkaSink({**config.kafka.client_config(), "client.id": client_id, **config.kafka.producer})
@@ -164,7 +164,7 @@ class TableSnapshot:
         """Owners of unfinished leases of the table renewed within a lease period (a killed worker's lease ages out
         after `coordination.lease_duration_seconds`)."""
         status_table = self._config.coordination.status_table
-        leases = TablestoreLeaseStore(self._ots, status_table).list_leases(self._stream_id)
+        leases = TablestoreLeaseStore.from_settings(self._ots, self._config.coordination).list_leases(self._stream_id)
         renewed = lease_renew_times(self._ots, status_table, self._stream_id)
         lease_ms = self._config.coordination.lease_duration_seconds * 1000
         return live_lease_owners(leases, renewed, now_ms=self._clock() * 1000, lease_ms=lease_ms)

@@ -52,10 +52,6 @@ class TargetRow:
     def key(self) -> RowKey:
         return (self.table, self.pk)
 
-    def pk_values(self) -> dict[str, PkValue]:
-        """Primary-key columns as a dict, in schema order (for targets that store them as columns)."""
-        return dict(self.pk)
-
     def copy(self) -> TargetRow:
         return TargetRow(self.table, self.pk, dict(self.columns), self.seq, self.deleted, self.source_ts)
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from cdcbridge.apply.spark.columns import ColumnCache
 from cdcbridge.apply.spark.kernel import KernelFunction
-from cdcbridge.apply.spark.operations import PK_TYPE, VALUE_UNION
+from cdcbridge.apply.spark.operations import VALUE_UNION
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 COLUMNS_TYPE = f"map<string,struct<v:{VALUE_UNION},e:bigint>>"
 #: A target row's state in the fold: attribute columns (value, version), ``_deleted``, ``_seq``, ``_source_ts``.
 STATE_TYPE = f"struct<cols:{COLUMNS_TYPE},del:boolean,seq:string,ts:bigint>"
-#: Columns of a target's current-rows frame.
-CURRENT_COLUMNS = (("pk", PK_TYPE), ("cur", STATE_TYPE))
 
 #: What the compiled fold returns per row: the state after the fold and the counts the job reports.
 RESULT_TYPE = (

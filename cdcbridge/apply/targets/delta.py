@@ -340,9 +340,6 @@ class DeltaTarget(SparkFoldTarget):
             .save(self.path(self.dead_letter_table))
         )
 
-    def dead_letters_marker(self, app_id: str) -> BatchMarker | None:
-        return self._txn_marker(self.path(self.dead_letter_table), app_id)
-
     def purge_deleted(self, table: str, horizon_ms: int) -> int:
         from delta.tables import DeltaTable
 

@@ -77,7 +77,6 @@ class InMemoryLeaseStore(ConditionalLeaseStore):
         self._rows: dict[LeaseKey, Columns] = {}
         self._faults: list[_PendingFault] = []
         self._unavailable = False
-        self.table_ready = False
         #: Every applied write in order (kept for invariant checks).
         self.write_log: list[WriteRecord] = []
 
@@ -122,7 +121,6 @@ class InMemoryLeaseStore(ConditionalLeaseStore):
         with self._lock:
             if self._unavailable:
                 raise LeaseStoreUnavailableError("in-memory lease store set unavailable")
-            self.table_ready = True
 
     # ----- primitives ---------------------------------------------------------------------------------------
 

@@ -49,6 +49,7 @@ from cdcbridge.coordination.leases.lease import (
     LEASE_STATUS_TYPE,
     LeaseKey,
 )
+from cdcbridge.coordination.settings import CoordinationSettings
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +148,21 @@ class TablestoreLeaseStore(ConditionalLeaseStore):
         self._table = table_name
         self._ready_timeout = table_ready_timeout_seconds
         self._ready_poll = table_ready_poll_seconds
+
+    @classmethod
+    def from_settings(
+        cls, client: Any, settings: CoordinationSettings, *, clock: Clock | None = None
+    ) -> TablestoreLeaseStore:
+        """The store of `settings.status_table` with the configured read retries and back-off, so every product
+        entry point (bridge, status, snapshot) reads the lease table the way the user configured it."""
+        return cls(
+            client,
+            settings.status_table,
+            clock=clock,
+            read_retries=settings.store_read_retries,
+            retry_backoff_seconds=settings.store_retry_backoff_seconds,
+            retry_backoff_cap_seconds=settings.store_retry_backoff_cap_seconds,
+        )
 
     @property
     def table_name(self) -> str:

@@ -13,7 +13,7 @@ from cdcbridge.coordination.errors import LeaseLostError, LeaseStoreError
 from cdcbridge.coordination.leases.held import HeldLease, HeldLeases
 from cdcbridge.coordination.leases.lease import Lease
 from cdcbridge.coordination.leases.store import LeaseStore
-from cdcbridge.coordination.leases.taker_policy import LeaseTakerPolicy, Observation, TakePlan
+from cdcbridge.coordination.leases.taker_policy import LeaseTakerPolicy, Observation
 from cdcbridge.coordination.stats import CoordinationStats
 
 log = logging.getLogger(__name__)
@@ -40,8 +40,6 @@ class LeaseTaker:
         self._observations: dict[str, Observation] = {}
         #: Monotonic time of the last scan the store answered.
         self.last_contact_at = clock.monotonic()
-        #: The last plan (for status output and tests).
-        self.last_plan = TakePlan()
 
     def take_leases(self) -> list[HeldLease]:
         """One taker cycle: scan, update observations, take, maybe ask for a hand-off. Returns new held leases."""
@@ -58,7 +56,6 @@ class LeaseTaker:
             if held is not None:
                 held.note_scanned(lease, self._me)
         plan = self._policy.plan(self._me, leases, self._observations, now, self._held.shard_ids())
-        self.last_plan = plan
         taken = [held for lease in plan.take if (held := self._take(lease)) is not None]
         for lease in plan.steal:
             self._request_steal(lease)

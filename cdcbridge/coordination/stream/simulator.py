@@ -55,7 +55,6 @@ class StreamSimulator:
             self._add(ShardInfo(f"s{number}"), number * width, high)
         self._written = 0
         self._next_shard_number = shard_count
-        self._fetch_faults: list[StreamError] = []
         #: Every record ever written, in commit order (ground truth for tests).
         self.history: list[ChangeRecord] = []
 
@@ -118,11 +117,6 @@ class StreamSimulator:
             shard.removed = True
             shard.trimmed = len(shard.records)
 
-    def fail_next_fetch(self, error: StreamError) -> None:
-        """The next get_records call raises `error` (e.g. StreamUnavailableError)."""
-        with self._lock:
-            self._fetch_faults.append(error)
-
     # ----- inspection -----------------------------------------------------------------------------------------
 
     def open_shard_ids(self) -> list[str]:
@@ -170,8 +164,6 @@ class StreamSimulator:
 
     def get_records(self, iterator: str, limit: int) -> RecordBatch:
         with self._lock:
-            if self._fetch_faults:
-                raise self._fetch_faults.pop(0)
             shard_id, _, position_text = iterator.rpartition("@")
             shard = self._shards.get(shard_id)
             if shard is None or not position_text.isdigit():

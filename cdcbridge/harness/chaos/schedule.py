@@ -26,8 +26,6 @@ class FaultKind(StrEnum):
 
 
 ALL_KINDS: tuple[FaultKind, ...] = tuple(FaultKind)
-#: Faults that only make sense with a peer to take over (with one worker they are still injected, but nobody steals).
-NEEDS_PEER = frozenset({FaultKind.WORKER_ZOMBIE})
 
 
 def plan_faults(cycles: int, seed: int, kinds: tuple[FaultKind, ...] = ALL_KINDS) -> list[FaultKind]:

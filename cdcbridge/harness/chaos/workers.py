@@ -67,9 +67,6 @@ class WorkerPool:
         self.log_paths.append(slot.process.log_path)
         return slot.worker_id
 
-    def by_worker_id(self, worker_id: str) -> WorkerSlot | None:
-        return next((slot for slot in self.slots if slot.process and slot.worker_id == worker_id), None)
-
     def live_slots(self) -> list[WorkerSlot]:
         return [slot for slot in self.slots if slot.process is not None and slot.process.alive]
 

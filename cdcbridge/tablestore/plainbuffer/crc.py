@@ -6,7 +6,6 @@ bytes table, a 16-bit pair table or memoryview word iteration on CPython 3.11).
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable
 
 _POLYNOMIAL = 0x07
@@ -32,13 +31,3 @@ def crc8(data: Iterable[int], crc: int = 0) -> int:
     for byte in data:
         crc = table[crc ^ byte]
     return crc
-
-
-def crc8_byte(crc: int, byte: int) -> int:
-    """CRC after one more byte."""
-    return CRC8_TABLE[crc ^ byte]
-
-
-def crc8_int64(crc: int, value: int) -> int:
-    """CRC after a signed int64 fed little-endian, as cell timestamps are."""
-    return crc8(struct.pack("<q", value), crc)

@@ -8,7 +8,13 @@ from tablestore import OTSClientError, OTSServiceError
 from tablestore.protobuf import table_store_filter_pb2 as filter_pb2
 from tablestore.protobuf import table_store_pb2 as pb2
 
-from cdcbridge.coordination import FakeClock, Lease, LeaseStoreError, LeaseStoreUnavailableError
+from cdcbridge.coordination import (
+    CoordinationSettings,
+    FakeClock,
+    Lease,
+    LeaseStoreError,
+    LeaseStoreUnavailableError,
+)
 from cdcbridge.coordination.leases.tablestore_store import STATUS_TABLE_PRIMARY_KEY, TablestoreLeaseStore
 from tests.unit.coordination.fake_ots import FakeOTSClient, decode_filter
 
@@ -188,3 +194,74 @@ def test_reads_retry_transport_errors_then_give_up() -> None:
         client.fail_next("GetRow", OTSServiceError(503, "OTSServerBusy", "busy"))
     with pytest.raises(LeaseStoreUnavailableError, match="3 tries"):
         store.get_lease(STREAM, "nothing")
+
+
+class _SleepRecordingClock(FakeClock):
+    """A FakeClock that keeps every back-off the store asks for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sleeps: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        super().sleep(seconds)
+
+
+def _count_calls(client: FakeOTSClient, method: str) -> list[int]:
+    """Wrap `client.<method>` so failed attempts are counted too (the fake records only answered reads)."""
+    attempts = [0]
+    original = getattr(client, method)
+
+    def counted(*args: object, **kwargs: object) -> object:
+        attempts[0] += 1
+        return original(*args, **kwargs)
+
+    setattr(client, method, counted)
+    return attempts
+
+
+def _configured_store(**settings: float) -> tuple[TablestoreLeaseStore, FakeOTSClient, _SleepRecordingClock]:
+    client, clock = FakeOTSClient(), _SleepRecordingClock()
+    configured = CoordinationSettings(status_table="cdc_status", **settings)  # type: ignore[arg-type]
+    store = TablestoreLeaseStore.from_settings(client, configured, clock=clock)
+    store.ensure_table()
+    clock.sleeps.clear()
+    return store, client, clock
+
+
+@pytest.mark.parametrize(
+    ("settings", "attempts", "sleeps"),
+    [
+        ({"store_read_retries": 2, "store_retry_backoff_seconds": 0.5, "store_retry_backoff_cap_seconds": 0.8}, 3,
+         [0.5, 0.8]),
+        ({"store_read_retries": 4, "store_retry_backoff_seconds": 0.25, "store_retry_backoff_cap_seconds": 0.6}, 5,
+         [0.25, 0.5, 0.6, 0.6]),
+        ({"store_read_retries": 0}, 1, []),
+    ],
+)  # fmt: skip
+def test_from_settings_reads_with_the_configured_retries_and_back_off(
+    settings: dict[str, float], attempts: int, sleeps: list[float]
+) -> None:
+    store, client, clock = _configured_store(**settings)
+    assert store.table_name == "cdc_status"
+    tries = _count_calls(client, "get_row")
+    for _ in range(attempts + 5):  # more failures than the store will try
+        client.fail_next("GetRow", OTSServiceError(503, "OTSServerBusy", "busy"))
+    with pytest.raises(LeaseStoreUnavailableError, match=f"{attempts} tries"):
+        store.get_lease(STREAM, "shard-A")
+    assert tries[0] == attempts
+    assert clock.sleeps == sleeps
+
+
+def test_from_settings_store_recovers_when_a_retry_gets_an_answer() -> None:
+    store, client, clock = _configured_store(
+        store_read_retries=3, store_retry_backoff_seconds=0.2, store_retry_backoff_cap_seconds=5.0
+    )
+    store.create_lease_if_absent(Lease(STREAM, "shard-A"))
+    tries = _count_calls(client, "get_range")
+    for _ in range(2):
+        client.fail_next("GetRange", ConnectionResetError("reset by peer"))
+    assert [lease.shard_id for lease in store.list_leases(STREAM)] == ["shard-A"]
+    assert tries[0] == 3
+    assert clock.sleeps == [0.2, 0.4]

@@ -27,5 +27,3 @@ def test_snapshots_and_end_time_progress_are_listed() -> None:
     assert "orders         RUNNING  2025-06-01T11:00:00.000+00:00        3/8       12,345" in text
     assert "END TIME 2025-06-01T12:00:00.000+00:00: 1/2 shards passed" in text
     assert "shard-2                      reached ..., 3.0s to go" in text
-    assert status.every_shard_passed_end_time is False
-    assert ClusterStatus().every_shard_passed_end_time is None  # no end time, no answer
