@@ -60,8 +60,8 @@ def seq_key(epoch: int, timestamp_us: int, row_index: int, op_index: int) -> str
     return SEQ_KEY_FORMAT % (epoch, timestamp_us, row_index, op_index)
 
 
-#: Kafka header of a RECORD_IMAGE tombstone (null value) carrying its row delete's seq_key, so the apply job can
-#: order the tombstone although its value holds no seq.
+#: Kafka header of a RECORD_IMAGE tombstone (null value) carrying its row delete's seq_key: the apply job applies a
+#: bare tombstone only with it (a tombstone re-sent after a restart must not delete a row a later image re-created).
 TOMBSTONE_SEQ_KEY_HEADER = "cdcbridge-seq-key"
 #: Kafka header of a dead-letter reference (kafka.dead_letter_topic): why the original message is not on its topic.
 DEAD_LETTER_REASON_HEADER = "cdcbridge-dead-letter-reason"
