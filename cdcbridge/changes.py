@@ -9,11 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from cdcbridge.contract import CellOp, seq_key
+
 #: A Tablestore value: INTEGER→int, DOUBLE→float, BOOLEAN→bool, STRING→str, BINARY→bytes.
 Value = int | float | bool | str | bytes
-
-#: Zero-padded widths of the sortable sequence key (epoch, timestamp µs, row index, op index).
-SEQ_KEY_FORMAT = "{:010d}{:020d}{:010d}{:06d}"
 
 
 class RecordAction(StrEnum):
@@ -22,15 +21,6 @@ class RecordAction(StrEnum):
     PUT = "PUT"
     UPDATE = "UPDATE"
     DELETE = "DELETE"
-
-
-class CellOp(StrEnum):
-    """The unit operation on one attribute column of a row."""
-
-    PUT = "PUT"
-    DELETE_ONE_VERSION = "DELETE_ONE_VERSION"
-    DELETE_ALL_VERSION = "DELETE_ALL_VERSION"
-    INCREMENT = "INCREMENT"
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -42,8 +32,8 @@ class Sequence:
     row_index: int
 
     def key(self, op_index: int = 0) -> str:
-        """Sortable string key; `op_index` orders the unit operations of one record."""
-        return SEQ_KEY_FORMAT.format(self.epoch, self.timestamp_us, self.row_index, op_index)
+        """Sortable string key (the messages' seq_key); `op_index` orders the unit operations of one record."""
+        return seq_key(self.epoch, self.timestamp_us, self.row_index, op_index)
 
     def to_text(self) -> str:
         """Compact form stored next to a checkpoint (`CheckpointSeq`): ``epoch:timestamp_us:row_index``."""

@@ -18,8 +18,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from cdcbridge.contract import MessageFormat
 from cdcbridge.coordination.settings import CoordinationSettings
-from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
+from cdcbridge.formats.table_format import BridgeTableFormat
 
 #: `${NAME}`, `${NAME:-default}` (environment) or `${file:/path}` (a secret file, e.g. a mounted Kubernetes secret).
 _ENV_REFERENCE = re.compile(r"\$\{(?:file:(?P<file>[^}]+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?)\}")

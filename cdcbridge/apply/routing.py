@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cdcbridge.apply.core.operations import MessageFormat
 from cdcbridge.config import BridgeConfig
-from cdcbridge.formats.table_format import MessageFormat as TopicFormat
+from cdcbridge.contract import MessageFormat
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +37,9 @@ class TopicRouting:
         prefer = config.apply.prefer_format
         for table in config.source.tables:
             topics = table.topics(prefix=config.kafka.topic_prefix, table=table.name)
-            for topic_format, topic in topics.items():
-                routes[topic] = TableRoute(topic, table.name, MessageFormat(topic_format.value))
-            chosen = prefer if prefer in topics else next(iter(topics))
-            applied[table.name] = MessageFormat(TopicFormat(chosen).value)
+            for message_format, topic in topics.items():
+                routes[topic] = TableRoute(topic, table.name, message_format)
+            applied[table.name] = prefer if prefer in topics else next(iter(topics))
         return cls(routes, applied, config.apply.topic_pattern)
 
     def subscribed_topics(self) -> list[str]:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-from cdcbridge.apply.core.operations import MessageFormat
 from cdcbridge.apply.errors import RegistryLookupError
+from cdcbridge.contract import MessageFormat
 
 #: Envelope record names (schemas/*.avsc) → format.
 ENVELOPE_NAMES = {"MutateLog": MessageFormat.MUTATE_LOG, "RecordImage": MessageFormat.RECORD_IMAGE}

@@ -26,6 +26,7 @@ from functools import partial
 from cdcbridge.bridge.acks import AckPage, AckTracker, ConfirmedPosition
 from cdcbridge.bridge.row_lookup import CurrentRow
 from cdcbridge.changes import ChangeRecord, Value
+from cdcbridge.contract import DEAD_LETTER_REASON_HEADER, TOMBSTONE_SEQ_KEY_HEADER, MessageFormat
 from cdcbridge.coordination.errors import CheckpointError, LeaseLostError, LeaseStoreUnavailableError
 from cdcbridge.coordination.processor import (
     InitializationInput,
@@ -37,7 +38,7 @@ from cdcbridge.coordination.processor import (
 )
 from cdcbridge.formats.fast_envelopes import PageLists
 from cdcbridge.formats.keys import record_key
-from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
+from cdcbridge.formats.table_format import BridgeTableFormat
 from cdcbridge.formats.table_messages import needs_row_lookup
 from cdcbridge.kafka.errors import KafkaSideError, MessageTooLargeError
 from cdcbridge.kafka.sink import Delivery, MessageSink
@@ -51,13 +52,6 @@ RowReader = Callable[[str, list[list[tuple[str, Value]]]], list[CurrentRow | Non
 
 class BridgeProcessingError(Exception):
     """A shard cannot go on until the cause is fixed; the shard restarts from its checkpoint."""
-
-
-#: Kafka header carrying a tombstone's seq_key: the apply job applies a bare tombstone only with it (a tombstone
-#: re-sent after a restart must not delete a row that a later image re-created).
-TOMBSTONE_SEQ_HEADER = "cdcbridge-seq-key"
-#: Kafka header of a dead-letter reference: why the original message is not on its topic.
-DEAD_LETTER_REASON_HEADER = "cdcbridge-dead-letter-reason"
 
 
 @dataclass(frozen=True)
@@ -171,7 +165,7 @@ class BridgeProcessor(RecordProcessor):
         for index, value in enumerate(values):
             headers = None
             if value is None:  # the tombstone after a row-deleted image: same seq as that image
-                headers = [(TOMBSTONE_SEQ_HEADER, page.sequences[page.locate(index)[0]].key(0).encode())]
+                headers = [(TOMBSTONE_SEQ_KEY_HEADER, page.sequences[page.locate(index)[0]].key(0).encode())]
             try:
                 produce(topics[index], keys[index], value, partial(on_delivery, index), headers)
             except MessageTooLargeError as error:  # refused before it was queued

@@ -1,6 +1,7 @@
 """cdcbridge.formats: change records → Kafka keys and Avro envelope values (RECORD_IMAGE, MUTATE_LOG).
 
-Builds messages and never sends them: no Kafka, registry or coordination code here.
+Builds messages and never sends them: no Kafka, registry or coordination code here. The message contract they
+follow (formats, types, seq_key, topic names) is :mod:`cdcbridge.contract`.
 """
 
 from cdcbridge.formats.common import MessageItem
@@ -13,10 +14,10 @@ from cdcbridge.formats.errors import (
     TopicNameError,
 )
 from cdcbridge.formats.keys import decode_key, encode_key, java_partition, murmur2, record_key
-from cdcbridge.formats.mutate_log import MutationType, build_mutate_log, unit_operations
+from cdcbridge.formats.mutate_log import build_mutate_log, unit_operations
 from cdcbridge.formats.record_image import CurrentRow, build_record_image, needs_current_row
 from cdcbridge.formats.schemas import find_schemas_dir, parsed_schema, schema_dict, schema_text
-from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
+from cdcbridge.formats.table_format import BridgeTableFormat
 from cdcbridge.formats.table_messages import TableMessage, build_table_messages, needs_row_lookup
 
 __all__ = [
@@ -26,9 +27,7 @@ __all__ = [
     "InvalidRecordError",
     "KeyDecodeError",
     "KeyEncodeError",
-    "MessageFormat",
     "MessageItem",
-    "MutationType",
     "SchemaNotFoundError",
     "TableMessage",
     "TopicNameError",

@@ -25,7 +25,7 @@
 #define ERROR (-2)     /* an exception (MemoryError) is set */
 
 /* Enum indexes: MutationType in mutate_log.avsc (RecordType of both envelopes is its first three symbols)
- * and CellOp. */
+ * and CellOp, in the order of cdcbridge/contract.py's enums (tests/unit/test_contract.py checks them). */
 enum { TYPE_PUT = 0, TYPE_UPDATE = 1, TYPE_DELETE = 2, TYPE_INCREMENT = 3 };
 enum { CELL_OP_PUT = 0, CELL_OP_DELETE_ONE_VERSION = 1, CELL_OP_DELETE_ALL_VERSION = 2, CELL_OP_INCREMENT = 3 };
 
@@ -42,7 +42,8 @@ enum { CELL_OP_PUT = 0, CELL_OP_DELETE_ONE_VERSION = 1, CELL_OP_DELETE_ALL_VERSI
 #define NULLABLE_NULL 0 /* version, amount: ["null", "long"] */
 #define NULLABLE_LONG 1
 
-/* Widths of SEQ_KEY_FORMAT "{:010d}{:020d}{:010d}{:06d}" (fast_envelopes.py checks the format). */
+/* Widths of the seq_key fields, cdcbridge/contract.py SEQ_KEY_FORMAT "%010d%020d%010d%06d"
+ * (tests/unit/test_contract.py checks these against contract.py). */
 #define EPOCH_DIGITS 10
 #define TIMESTAMP_DIGITS 20
 #define ROW_DIGITS 10
@@ -55,7 +56,7 @@ static PyTypeObject *record_type = NULL, *cell_type = NULL, *sequence_type = NUL
 static PyObject *action_put = NULL, *action_update = NULL, *action_delete = NULL;
 static PyObject *op_put = NULL, *op_delete_one = NULL, *op_delete_all = NULL, *op_increment = NULL;
 static PyObject *bridge_version = NULL; /* bytes: the UTF-8 of cdcbridge.__version__ */
-/* Exclusive upper bounds of the seq numbers (common.SEQ_LIMITS). */
+/* Exclusive upper bounds of the seq numbers (cdcbridge/contract.py SEQ_LIMITS, passed in by configure()). */
 static uint64_t epoch_limit, timestamp_limit, row_limit, op_limit;
 
 /* Attribute names, interned once. */

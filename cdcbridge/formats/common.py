@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from cdcbridge import __version__
-from cdcbridge.changes import SEQ_KEY_FORMAT, Cell, CellOp, ChangeRecord, RecordAction, Value
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Value
 from cdcbridge.changes import Sequence as RecordSequence
+from cdcbridge.contract import SEQ_KEY_FORMAT, SEQ_LIMITS, CellOp
 from cdcbridge.formats.errors import InvalidRecordError
 
 #: Written into ``source.bridge_version`` so a consumer can tell which bridge produced a message.
@@ -19,18 +19,6 @@ TaggedValue = tuple[str, Value] | None
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
-
-#: The seq numbers in SEQ_KEY_FORMAT's order, each with the width of its zero-padded field.
-SEQ_WIDTHS = dict(
-    zip(
-        ("epoch", "timestamp_us", "row_index", "op_index"),
-        (int(width) for width in re.findall(r"\{:0(\d+)d\}", SEQ_KEY_FORMAT)),
-        strict=True,
-    )
-)
-#: Exclusive upper bounds of the seq numbers: beyond them SEQ_KEY_FORMAT's zero padding (or Avro's long)
-#: overflows and seq_key would no longer sort as text in numeric order.
-SEQ_LIMITS = {name: min(10**width, INT64_MAX + 1) for name, width in SEQ_WIDTHS.items()}
 
 
 class MessageItem(NamedTuple):
@@ -123,7 +111,7 @@ def seq_block(sequence: RecordSequence, op_index: int) -> dict[str, Any]:
             "timestamp_us": timestamp_us,
             "row_index": row_index,
             "op_index": op_index,
-            "seq_key": SEQ_KEY_FORMAT.format(epoch, timestamp_us, row_index, op_index),
+            "seq_key": SEQ_KEY_FORMAT % (epoch, timestamp_us, row_index, op_index),
         }
     numbers = {
         "epoch": sequence.epoch,

@@ -6,8 +6,9 @@ same for :func:`cdcbridge.formats.record_image.build_record_image` (a tombstone 
 cost of building the dicts and having fastavro walk them. They cover only the plain case (exact types, in-range
 numbers, valid Unicode); for anything else they return None and the caller takes the Python path, which raises the
 proper errors. Each encoder is written for one exact schema: if schemas/mutate_log.avsc or
-schemas/record_image.avsc ever differs from it, that encoder turns itself off rather than write wrong bytes (and
-both do if SEQ_KEY_FORMAT changes).
+schemas/record_image.avsc ever differs from it, that encoder turns itself off rather than write wrong bytes. The C
+source keeps its own copy of the seq_key widths and enum indexes; tests/unit/test_contract.py checks them against
+cdcbridge.contract.
 
 Besides what the builders refuse, RECORD_IMAGE declines: a current_row (read by UPDATE records only) that is not an
 exact dict of exact str → exact (value, version) tuple with exact-typed values; ``tombstones`` that is not a bool;
@@ -31,12 +32,12 @@ from typing import Any, NamedTuple
 
 import fastavro
 
-from cdcbridge.changes import SEQ_KEY_FORMAT, Cell, CellOp, ChangeRecord, RecordAction, Sequence
-from cdcbridge.formats.common import BRIDGE_VERSION, SEQ_LIMITS
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
+from cdcbridge.contract import SEQ_LIMITS, SEQ_NUMBERS, CellOp, MessageFormat
+from cdcbridge.formats.common import BRIDGE_VERSION
 from cdcbridge.formats.errors import SchemaNotFoundError
 from cdcbridge.formats.record_image import CurrentRow
 from cdcbridge.formats.schemas import SCHEMA_FILE_NAMES, schema_dict
-from cdcbridge.formats.table_format import MessageFormat
 
 logger = logging.getLogger(__name__)
 
@@ -52,11 +53,6 @@ ENCODER_SCHEMA_FINGERPRINTS: dict[MessageFormat, str] = {
     MessageFormat.MUTATE_LOG: "46ed2aeb9b5b6c3697df62f91cfed4878bb12e8d8f40f53b408165336a03f659",
     MessageFormat.RECORD_IMAGE: "32e751bc7ce6231627e83d9c837bdd88c90dc091b39d61a21c08b1eeedbe75f1",
 }
-
-#: The seq_key layout and limits the C encoders write (fixed widths 10, 20, 10, 6).
-ENCODER_SEQ_KEY_FORMAT = "{:010d}{:020d}{:010d}{:06d}"
-_SEQ_LIMIT_NAMES = ("epoch", "timestamp_us", "row_index", "op_index")
-ENCODER_SEQ_LIMITS = {"epoch": 10**10, "timestamp_us": 2**63, "row_index": 10**10, "op_index": 10**6}
 
 
 def writer_form(schema: Mapping[str, Any]) -> str:
@@ -115,10 +111,6 @@ def load_encoder(
         from cdcbridge.formats import _envelope_speedups  # type: ignore[attr-defined]
     except ImportError as exc:
         return None, dict.fromkeys(formats, f"the C module is not built ({exc})")
-    seq_limits = {name: SEQ_LIMITS[name] for name in _SEQ_LIMIT_NAMES}
-    if SEQ_KEY_FORMAT != ENCODER_SEQ_KEY_FORMAT or seq_limits != ENCODER_SEQ_LIMITS:
-        reason = f"SEQ_KEY_FORMAT {SEQ_KEY_FORMAT!r} is not the {ENCODER_SEQ_KEY_FORMAT!r} the C encoders write"
-        return None, dict.fromkeys(formats, reason)
     reasons = {message_format: _schema_drift(message_format, schemas.get(message_format)) for message_format in formats}
     if all(reasons.values()):
         return None, reasons
@@ -129,7 +121,7 @@ def load_encoder(
         (RecordAction.PUT, RecordAction.UPDATE, RecordAction.DELETE),
         (CellOp.PUT, CellOp.DELETE_ONE_VERSION, CellOp.DELETE_ALL_VERSION, CellOp.INCREMENT),
         BRIDGE_VERSION,
-        tuple(seq_limits[name] for name in _SEQ_LIMIT_NAMES),
+        tuple(SEQ_LIMITS[name] for name in SEQ_NUMBERS),
     )
     return _envelope_speedups, reasons
 

@@ -14,11 +14,11 @@ Conditions of the source write are never recorded. Message i has ``op_index`` i 
 
 from __future__ import annotations
 
-from enum import StrEnum
 from itertools import groupby
 from typing import Any
 
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction
+from cdcbridge.contract import CellOp, MutationType
 from cdcbridge.formats.common import (
     CELL_OP_NAMES,
     INT64_MAX,
@@ -31,16 +31,6 @@ from cdcbridge.formats.common import (
 )
 from cdcbridge.formats.errors import InvalidRecordError
 from cdcbridge.formats.keys import record_key
-
-
-class MutationType(StrEnum):
-    """The ``type`` of a MUTATE_LOG message (the schema adds UNKNOWN as the reader's default)."""
-
-    PUT = "PUT"
-    UPDATE = "UPDATE"
-    DELETE = "DELETE"
-    INCREMENT = "INCREMENT"
-
 
 _TYPE_NAMES = {mutation_type: mutation_type.value for mutation_type in MutationType}
 

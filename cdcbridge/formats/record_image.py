@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Value
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Value
+from cdcbridge.contract import CellOp
 from cdcbridge.formats.common import MessageItem, check_cell, common_fields, pk_block, tagged_value
 from cdcbridge.formats.errors import InvalidRecordError
 from cdcbridge.formats.keys import record_key

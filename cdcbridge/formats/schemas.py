@@ -18,8 +18,8 @@ from typing import Any
 import fastavro
 
 import cdcbridge
+from cdcbridge.contract import MessageFormat
 from cdcbridge.formats.errors import SchemaNotFoundError
-from cdcbridge.formats.table_format import MessageFormat
 
 #: File name of each format's value schema.
 SCHEMA_FILE_NAMES = {MessageFormat.RECORD_IMAGE: "record_image.avsc", MessageFormat.MUTATE_LOG: "mutate_log.avsc"}

@@ -1,7 +1,8 @@
 """How one table is published: which formats, to which topics, with or without tombstones.
 
-Embedded per table in the YAML configuration. Defaults follow DESIGN §6: ``<prefix>.<table>.image`` for
-RECORD_IMAGE (compacted, tombstone after a row delete) and ``<prefix>.<table>.mutation`` for MUTATE_LOG.
+Embedded per table in the YAML configuration. Default topic names are the contract's
+(:func:`cdcbridge.contract.default_topic_name`): ``<prefix>.<table>.image`` for RECORD_IMAGE (compacted, tombstone
+after a row delete) and ``<prefix>.<table>.mutation`` for MUTATE_LOG.
 The default format is MUTATE_LOG alone: it needs no read-back of the source row and carries every operation
 exactly; add RECORD_IMAGE for a compacted replica of the table.
 """
@@ -9,23 +10,12 @@ exactly; add RECORD_IMAGE for a compacted replica of the table.
 from __future__ import annotations
 
 import re
-from enum import StrEnum
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
+from cdcbridge.contract import MessageFormat, default_topic_name
 from cdcbridge.formats.errors import TopicNameError
-
-
-class MessageFormat(StrEnum):
-    """The two message formats; their order here is the order a record's messages are numbered in."""
-
-    RECORD_IMAGE = "RECORD_IMAGE"
-    MUTATE_LOG = "MUTATE_LOG"
-
-
-#: Suffix of the default topic name of each format.
-DEFAULT_TOPIC_SUFFIX = {MessageFormat.RECORD_IMAGE: "image", MessageFormat.MUTATE_LOG: "mutation"}
 
 _TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 TopicName = Annotated[str, StringConstraints(pattern=_TOPIC_PATTERN)]
@@ -93,8 +83,7 @@ class BridgeTableFormat(BaseModel):
         configured = self.image_topic if message_format is MessageFormat.RECORD_IMAGE else self.mutation_topic
         if configured is not None:
             return configured
-        parts = [prefix, table, DEFAULT_TOPIC_SUFFIX[message_format]]
-        return check_topic_name(".".join(part for part in parts if part))
+        return check_topic_name(default_topic_name(message_format, prefix=prefix, table=table))
 
     def topics(self, *, prefix: str, table: str) -> dict[MessageFormat, str]:
         """Topic of every enabled format, in canonical format order."""

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdcbridge.changes import ChangeRecord
+from cdcbridge.contract import MessageFormat
 from cdcbridge.formats.common import MessageItem
 from cdcbridge.formats.mutate_log import build_mutate_log
 from cdcbridge.formats.record_image import CurrentRow, build_record_image, needs_current_row
-from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
+from cdcbridge.formats.table_format import BridgeTableFormat
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from cdcbridge.changes import ChangeRecord
+from cdcbridge.contract import MessageFormat
 from cdcbridge.formats import fast_envelopes
 from cdcbridge.formats.record_image import CurrentRow
-from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
+from cdcbridge.formats.table_format import BridgeTableFormat
 from cdcbridge.formats.table_messages import build_table_messages
 
 #: Encodes one record of one format to its framed message values (None in the list: a tombstone), or declines (None).

@@ -17,9 +17,9 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from tablestore import OTSClient
 
 from cdcbridge.config import BridgeConfig, TableConfig
+from cdcbridge.contract import TOPIC_CLEANUP_POLICY, MessageFormat
 from cdcbridge.formats import fast_envelopes
 from cdcbridge.formats.schemas import schema_text
-from cdcbridge.formats.table_format import MessageFormat
 from cdcbridge.kafka.errors import BrokerUnreachableError, RegistryUnreachableError
 from cdcbridge.kafka.schemas import TopicValueSerializers
 from cdcbridge.kafka.topics import TopicAdmin, TopicSpec
@@ -31,8 +31,6 @@ from cdcbridge.tablestore.errors import TableNotFoundError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-CLEANUP_POLICY = {MessageFormat.RECORD_IMAGE: "compact", MessageFormat.MUTATE_LOG: "delete"}
 
 
 class BridgeStartError(Exception):
@@ -104,7 +102,7 @@ def prepare_tables(
     for rt in tables:
         record = TopicPartitionRecord(ots, config.coordination.status_table, rt.stream_id)
         specs = [
-            TopicSpec(topic, rt.table.partitions, CLEANUP_POLICY[fmt], config.kafka.replication_factor)
+            TopicSpec(topic, rt.table.partitions, TOPIC_CLEANUP_POLICY[fmt], config.kafka.replication_factor)
             for fmt, topic in rt.topics.items()
         ]
         recorded = record.read(spec.name for spec in specs)

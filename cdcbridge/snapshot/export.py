@@ -19,9 +19,10 @@ from typing import Any
 from tablestore import OTSClientError, OTSServiceError
 from urllib3.exceptions import HTTPError
 
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
+from cdcbridge.contract import CellOp, MessageFormat
 from cdcbridge.formats.keys import record_key
-from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
+from cdcbridge.formats.table_format import BridgeTableFormat
 from cdcbridge.kafka.sink import MessageSink
 from cdcbridge.publish.record_encoder import EncodedMessage, FastEncoder, RecordEncodeError, RecordEncoder
 from cdcbridge.snapshot.errors import SnapshotExportError

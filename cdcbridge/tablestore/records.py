@@ -11,7 +11,8 @@ import dataclasses
 import inspect
 import types
 
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
+from cdcbridge.contract import CellOp
 from cdcbridge.tablestore.plainbuffer.accelerator import speedups
 from cdcbridge.tablestore.plainbuffer.constants import (
     CELL_DELETE_ALL_VERSION,

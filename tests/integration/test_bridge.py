@@ -17,6 +17,7 @@ from tablestore import (
 )
 
 from cdcbridge.bridge.app import BridgeStartError, start_bridge
+from cdcbridge.contract import TOMBSTONE_SEQ_KEY_HEADER
 from cdcbridge.emulator.server import EmulatorServer
 from cdcbridge.formats.keys import decode_key, java_partition
 from cdcbridge.harness.stack.stack import StackEndpoints
@@ -108,7 +109,7 @@ def test_scripted_changes_become_exactly_the_expected_messages(stack: StackEndpo
     for message in sorted(images, key=lambda m: (m.partition, m.offset)):
         last[message.key] = message
     assert last[b"[1]"].value is None
-    assert last[b"[1]"].headers["cdcbridge-seq-key"].decode() == one[3].value["seq"]["seq_key"]
+    assert last[b"[1]"].headers[TOMBSTONE_SEQ_KEY_HEADER].decode() == one[3].value["seq"]["seq_key"]
     row_two = {name: _plain(cell["value"]) for name, cell in last[b"[2]"].value["columns"].items()}
     assert row_two == {"item": "pear", "price": 2.5, "gift": True}
 

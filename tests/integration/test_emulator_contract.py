@@ -42,7 +42,8 @@ from tablestore import (
     UpdateRowItem,
 )
 
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction
+from cdcbridge.contract import CellOp
 from cdcbridge.emulator.server import EmulatorServer
 from cdcbridge.tablestore import (
     AuthError,

@@ -10,11 +10,8 @@ from cdcbridge.apply.core.guard import is_newer
 from cdcbridge.apply.core.marker import BatchMarker, batch_already_applied
 from cdcbridge.apply.core.model import ColumnValue, PkValue, PrimaryKey, RowKey, TargetRow
 from cdcbridge.apply.core.operations import (
-    SEQ_KEY_LENGTH,
     CellChange,
     ImageCell,
-    MessageFormat,
-    MutationType,
     Operation,
     decode_message,
     decode_messages,
@@ -35,7 +32,6 @@ from cdcbridge.apply.errors import (
 )
 
 __all__ = [
-    "SEQ_KEY_LENGTH",
     "ApplyError",
     "ApplyStats",
     "BadInputAction",
@@ -54,9 +50,7 @@ __all__ = [
     "InvalidGroupError",
     "InvalidMessageError",
     "InvalidSettingError",
-    "MessageFormat",
     "MessageLocation",
-    "MutationType",
     "Operation",
     "PkValue",
     "PrimaryKey",

@@ -15,8 +15,9 @@ from typing import Any
 from cdcbridge.apply.core.dedup import group_by_row
 from cdcbridge.apply.core.fold import ApplyStats, fold_row
 from cdcbridge.apply.core.model import RowKey, TargetRow
-from cdcbridge.apply.core.operations import MessageFormat, Operation, decode_messages
+from cdcbridge.apply.core.operations import Operation, decode_messages
 from cdcbridge.apply.core.policy import BadInputPolicy, DeadLetter
+from cdcbridge.contract import MessageFormat
 
 
 @dataclass(slots=True)

@@ -45,11 +45,12 @@ from dataclasses import dataclass, field, fields
 from cdcbridge.apply.core.dedup import dedup_operations
 from cdcbridge.apply.core.guard import is_newer
 from cdcbridge.apply.core.model import ColumnValue, TargetRow
-from cdcbridge.apply.core.operations import CellChange, MessageFormat, Operation
+from cdcbridge.apply.core.operations import CellChange, Operation
 from cdcbridge.apply.core.policy import BadInputPolicy, DeadLetter
 from cdcbridge.apply.core.tombstones import drop_seqless_tombstones
 from cdcbridge.apply.errors import BadInputError, IncrementError, InvalidGroupError
-from cdcbridge.changes import CellOp, Value
+from cdcbridge.changes import Value
+from cdcbridge.contract import CellOp, MessageFormat
 
 _WRITING_CELL_OPS = frozenset({CellOp.PUT, CellOp.INCREMENT})
 

@@ -18,7 +18,7 @@ Decisions where decoders differ or DESIGN is silent:
   taken as UTC, so run Spark with ``spark.sql.session.timeZone=UTC``.
 - Required: ``source.table``, ``seq.seq_key``, ``timestamp``, ``pk`` and, for MUTATE_LOG, ``type``. Fields with an
   Avro default (``row_deleted``, ``replace_row``, ``cells``, ``columns``, ``partial``) take it when absent.
-- ``seq.seq_key`` must be the 46-digit key of :data:`cdcbridge.changes.SEQ_KEY_FORMAT`, and must match the seq
+- ``seq.seq_key`` must be the 46-digit key of :data:`cdcbridge.contract.SEQ_KEY_FORMAT`, and must match the seq
   numbers when they are present: the guard compares keys as text, which is only sound for equal-width keys.
 - Contradictions are refused rather than guessed: ``type`` DELETE without ``row_deleted`` (or the reverse), a
   delete carrying cells or columns, ``replace_row`` on a non-PUT, a PUT cell without value, DELETE_ONE_VERSION
@@ -31,36 +31,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 from typing import Any, NoReturn
 
 from cdcbridge.apply.core.model import PkValue, PrimaryKey, RowKey
 from cdcbridge.apply.core.policy import BadInputPolicy, DeadLetter
 from cdcbridge.apply.errors import BadInputError, IncrementError, InvalidMessageError, MessageLocation
-from cdcbridge.changes import SEQ_KEY_FORMAT, CellOp, Sequence, Value
+from cdcbridge.changes import Value
+from cdcbridge.contract import SEQ_KEY_FORMAT, SEQ_KEY_LENGTH, SEQ_NUMBERS, CellOp, MessageFormat, MutationType
 
-#: Length of every seq_key (zero-padded epoch, timestamp µs, row index, op index).
-SEQ_KEY_LENGTH = len(Sequence(0, 0, 0).key())
-
-_SEQ_NUMBERS = ("epoch", "timestamp_us", "row_index", "op_index")
 _AVRO_BRANCHES = frozenset({"null", "boolean", "int", "long", "float", "double", "string", "bytes"})
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-class MessageFormat(StrEnum):
-    """Which envelope a message uses (which topic it came from)."""
-
-    RECORD_IMAGE = "RECORD_IMAGE"
-    MUTATE_LOG = "MUTATE_LOG"
-
-
-class MutationType(StrEnum):
-    """``type`` of a MUTATE_LOG message."""
-
-    PUT = "PUT"
-    UPDATE = "UPDATE"
-    DELETE = "DELETE"
-    INCREMENT = "INCREMENT"
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,12 +235,12 @@ class _EnvelopeReader:
         key = seq.get("seq_key")
         if not (isinstance(key, str) and len(key) == SEQ_KEY_LENGTH and key.isascii() and key.isdigit()):
             self.fail(f"seq.seq_key {key!r:.80} is not a {SEQ_KEY_LENGTH}-digit zero-padded key")
-        numbers = [seq.get(name) for name in _SEQ_NUMBERS]
-        for name, number in zip(_SEQ_NUMBERS, numbers, strict=True):
+        numbers = [seq.get(name) for name in SEQ_NUMBERS]
+        for name, number in zip(SEQ_NUMBERS, numbers, strict=True):
             if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 0):
                 self.fail(f"seq.{name} is {number!r}; expected a non-negative integer")
-        if all(number is not None for number in numbers) and SEQ_KEY_FORMAT.format(*numbers) != key:
-            self.fail(f"seq.seq_key {key} does not match seq numbers {dict(zip(_SEQ_NUMBERS, numbers, strict=True))}")
+        if all(number is not None for number in numbers) and SEQ_KEY_FORMAT % tuple(numbers) != key:
+            self.fail(f"seq.seq_key {key} does not match seq numbers {dict(zip(SEQ_NUMBERS, numbers, strict=True))}")
         return key
 
     def timestamp_ms(self, *, required: bool) -> int | None:

@@ -15,13 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cdcbridge.apply.core.operations import MessageFormat, tombstone_message
+from cdcbridge.apply.core.operations import tombstone_message
 from cdcbridge.apply.errors import MessageLocation, UndecodableMessageError
+from cdcbridge.contract import MessageFormat
 from cdcbridge.formats.errors import KeyDecodeError
 from cdcbridge.formats.keys import decode_key
-
-#: Kafka header in which the bridge sends a tombstone's delete seq_key.
-SEQ_KEY_HEADER = "cdcbridge-seq-key"
 
 #: Compact JSON field → envelope field (common to both formats).
 _COMMON = (("s", "seq"), ("d", "row_deleted"))
@@ -34,7 +32,7 @@ class KafkaRecord:
     ``body`` is the compact JSON of the decoded envelope (None for a tombstone or an undecodable value) and
     ``message_format`` the envelope's format (from the writer schema). ``problem`` says why a non-null value did
     not decode; ``raw`` then holds the value bytes for the dead letter. ``seq_key_header`` is the
-    ``cdcbridge-seq-key`` header of a tombstone.
+    seq-key header (TOMBSTONE_SEQ_KEY_HEADER) of a tombstone.
     """
 
     topic: str

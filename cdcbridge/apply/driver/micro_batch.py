@@ -26,12 +26,13 @@ from cdcbridge.apply.core.batch import DecodedBatch, fold_decoded
 from cdcbridge.apply.core.dedup import group_by_row
 from cdcbridge.apply.core.marker import BatchMarker, batch_already_applied
 from cdcbridge.apply.core.model import TargetRow
-from cdcbridge.apply.core.operations import MessageFormat, Operation, decode_message
+from cdcbridge.apply.core.operations import Operation, decode_message
 from cdcbridge.apply.core.policy import BadInputPolicy, DeadLetter
 from cdcbridge.apply.driver.kafka_records import KafkaRecord, envelope, tombstone, undecodable
 from cdcbridge.apply.errors import BadInputError, TargetRejectedError, UndecodableMessageError, UnmappedTableError
 from cdcbridge.apply.routing import TopicRouting
 from cdcbridge.apply.target import ApplyTarget, TargetBatch
+from cdcbridge.contract import MessageFormat
 
 
 @dataclass

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING
 from cdcbridge.apply.batch_report import FRESHNESS_QUANTILES, BatchReport
 from cdcbridge.apply.core.fold import ApplyStats
 from cdcbridge.apply.core.marker import BatchMarker, batch_already_applied
-from cdcbridge.apply.core.operations import MessageFormat
 from cdcbridge.apply.routing import TopicRouting
 from cdcbridge.apply.spark.columns import ColumnCache
 from cdcbridge.apply.spark.fold import fold_rows, grouped_operations
@@ -37,6 +36,7 @@ from cdcbridge.apply.spark.kernel import KernelFunction
 from cdcbridge.apply.spark.operations import normalized_operations
 from cdcbridge.apply.target import FoldedTable, SparkFoldTarget
 from cdcbridge.apply.writer_schemas import WriterSchema
+from cdcbridge.contract import MessageFormat
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -16,11 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cdcbridge.apply.core.operations import MessageFormat
-from cdcbridge.apply.driver.kafka_records import SEQ_KEY_HEADER, KafkaRecord
+from cdcbridge.apply.driver.kafka_records import KafkaRecord
 from cdcbridge.apply.writer_schemas import WriterSchema
+from cdcbridge.contract import TOMBSTONE_SEQ_KEY_HEADER, MessageFormat
 from cdcbridge.formats import schema_text
-from cdcbridge.formats.table_format import MessageFormat as TopicFormat
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -49,7 +48,7 @@ _STRUCT_COLUMN = {MessageFormat.MUTATE_LOG: "_mutation", MessageFormat.RECORD_IM
 
 
 def reader_schema(message_format: MessageFormat) -> str:
-    return schema_text(TopicFormat(message_format.value))
+    return schema_text(message_format)
 
 
 def framing_columns() -> dict[str, Column]:
@@ -117,7 +116,7 @@ def decode_frame(framed: DataFrame, schemas: Mapping[int, WriterSchema]) -> Data
         formats.append(F.when(F.col(column_name).isNotNull(), F.lit(message_format.value)))
     body_column = F.coalesce(*bodies) if bodies else F.lit(None).cast("string")
     format_column = F.coalesce(*formats) if formats else F.lit(None).cast("string")
-    header = F.expr(f"get(filter(headers, h -> h.key = '{SEQ_KEY_HEADER}'), 0).value").cast("string")
+    header = F.expr(f"get(filter(headers, h -> h.key = '{TOMBSTONE_SEQ_KEY_HEADER}'), 0).value").cast("string")
     return decoded.select(
         "topic",
         "partition",

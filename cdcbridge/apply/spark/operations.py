@@ -35,13 +35,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cdcbridge.apply.core.operations import SEQ_KEY_LENGTH, MessageFormat
-from cdcbridge.apply.driver.kafka_records import SEQ_KEY_HEADER
 from cdcbridge.apply.routing import TopicRouting
 from cdcbridge.apply.spark.columns import ColumnCache
 from cdcbridge.apply.spark.decode import framing_columns, reader_schema
 from cdcbridge.apply.spark.kernel import KernelFunction
 from cdcbridge.apply.writer_schemas import WriterSchema
+from cdcbridge.contract import SEQ_KEY_LENGTH, TOMBSTONE_SEQ_KEY_HEADER, MessageFormat
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -202,7 +201,7 @@ def _normalizing(
     route_formats = {topic: route.message_format.value for topic, route in routing.routes.items()}
     applied = {table: fmt.value for table, fmt in routing.applied_formats.items()}
     known_ids = F.expr(f"cast(array({', '.join(str(int(i)) for i in schemas)}) AS array<bigint>)")
-    header = F.expr(f"get(filter(headers, h -> h.key = '{SEQ_KEY_HEADER}'), 0).value").cast("string")
+    header = F.expr(f"get(filter(headers, h -> h.key = '{TOMBSTONE_SEQ_KEY_HEADER}'), 0).value").cast("string")
     position = (F.col("partition"), F.col("offset"))
     envelope_op = F.when(F.col("_mutation").isNotNull(), MUTATION_OP(F.col("_mutation"), *position)).when(
         F.col("_image").isNotNull(), IMAGE_OP(F.col("_image"), *position)
@@ -238,8 +237,8 @@ def _normalizing(
     classify = f"""
         CASE
           WHEN value IS NULL THEN CASE
-            WHEN _route_table IS NULL OR _route_format != 'RECORD_IMAGE' THEN '{PYTHON}'
-            WHEN coalesce(_applied_format, '') != 'RECORD_IMAGE' THEN '{OTHER}'
+            WHEN _route_table IS NULL OR _route_format != '{MessageFormat.RECORD_IMAGE.value}' THEN '{PYTHON}'
+            WHEN coalesce(_applied_format, '') != '{MessageFormat.RECORD_IMAGE.value}' THEN '{OTHER}'
             WHEN _tomb_pk IS NULL THEN '{PYTHON}'
             WHEN _seq_header IS NOT NULL AND NOT coalesce(_seq_header RLIKE '{_SEQ_KEY_PATTERN}', false)
               THEN '{PYTHON}'

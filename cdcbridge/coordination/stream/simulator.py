@@ -12,7 +12,8 @@ import threading
 import zlib
 from dataclasses import dataclass, field
 
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
+from cdcbridge.contract import CellOp
 from cdcbridge.coordination.errors import InvalidPositionError, ShardNotFoundError, StreamError, TrimmedDataError
 from cdcbridge.coordination.stream.access import RecordBatch, ShardInfo
 

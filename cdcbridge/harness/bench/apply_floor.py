@@ -14,12 +14,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from cdcbridge.apply.core.operations import MessageFormat
 from cdcbridge.apply.job import start_query
 from cdcbridge.apply.routing import TopicRouting
 from cdcbridge.apply.spark.decode import decoded_struct, with_framing
 from cdcbridge.apply.writer_schemas import WriterSchema, WriterSchemas
 from cdcbridge.config import BridgeConfig
+from cdcbridge.contract import MessageFormat
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

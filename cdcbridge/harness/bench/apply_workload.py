@@ -16,15 +16,20 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Value
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Value
 from cdcbridge.changes import Sequence as RecordSequence
-from cdcbridge.formats import BridgeTableFormat, MessageFormat, build_table_messages, schema_text
+from cdcbridge.contract import (
+    DEFAULT_TOPIC_SUFFIX,
+    TOMBSTONE_SEQ_KEY_HEADER,
+    TOPIC_CLEANUP_POLICY,
+    CellOp,
+    MessageFormat,
+)
+from cdcbridge.formats import BridgeTableFormat, build_table_messages, schema_text
 from cdcbridge.kafka.schemas import TopicValueSerializers
 from cdcbridge.kafka.sink import producer_config
 from cdcbridge.kafka.topics import TopicAdmin, TopicSpec
 
-#: Kafka header carrying a tombstone's delete seq_key (what the bridge sends; the apply job reads it).
-SEQ_KEY_HEADER = "cdcbridge-seq-key"
 START_US = 1_750_000_000_000_000
 
 SourceRow = dict[str, Value]
@@ -128,7 +133,7 @@ def bridge_messages(
     source: SourceTable | None = None,
 ) -> tuple[list[OutgoingMessage], SourceTable]:
     """The messages the bridge publishes for `records` (update-lookup images read from the modelled source), and
-    the source table after them. A tombstone carries its delete's seq_key in the ``cdcbridge-seq-key`` header."""
+    the source table after them. A tombstone carries its delete's seq_key in the TOMBSTONE_SEQ_KEY_HEADER header."""
     records = list(records)
     source = source or SourceTable(records[0].table if records else "")
     out: list[OutgoingMessage] = []
@@ -140,7 +145,7 @@ def bridge_messages(
         ):
             headers: tuple[tuple[str, bytes], ...] = ()
             if message.value is None:
-                headers = ((SEQ_KEY_HEADER, record.sequence.key(0).encode()),)
+                headers = ((TOMBSTONE_SEQ_KEY_HEADER, record.sequence.key(0).encode()),)
             out.append(OutgoingMessage(message.topic, message.key, message.value, headers))
     return out, source
 
@@ -161,9 +166,15 @@ def with_redeliveries(
     return out
 
 
+def _cleanup_policy(topic: str) -> str:
+    """The cleanup policy of the format whose default suffix ends `topic` (the bench uses default topic names)."""
+    image = topic.endswith("." + DEFAULT_TOPIC_SUFFIX[MessageFormat.RECORD_IMAGE])
+    return TOPIC_CLEANUP_POLICY[MessageFormat.RECORD_IMAGE if image else MessageFormat.MUTATE_LOG]
+
+
 def ensure_topics(admin_config: Mapping[str, str], topics: Iterable[str], partitions: int) -> None:
-    """Create the topics (image topics compacted, as the bridge does)."""
-    specs = [TopicSpec(topic, partitions, "compact" if topic.endswith(".image") else "delete") for topic in set(topics)]
+    """Create the topics with the cleanup policy of their format (image topics compacted, as the bridge does)."""
+    specs = [TopicSpec(topic, partitions, _cleanup_policy(topic)) for topic in set(topics)]
     admin = TopicAdmin(admin_config)
     for attempt in range(20):
         try:

@@ -9,8 +9,8 @@ MUTATE_LOG topic:
 - Counters: the target's counter columns equal the source's (an increment applied twice would differ).
 
 RECORD_IMAGE topic (the same two rules over each message's *image position*: its `seq_key`, which always has op
-index 0, and for the tombstone after a row delete, that delete's `seq_key` from the `cdcbridge-seq-key` header,
-placed right after the delete's image):
+index 0, and for the tombstone after a row delete, that delete's `seq_key` from its seq-key header
+(contract.TOMBSTONE_SEQ_KEY_HEADER), placed right after the delete's image):
 
 - At least once: every stream record has its image under its key, and a DELETE record its tombstone too.
 - Per-key order: as for MUTATE_LOG, over image positions.
@@ -183,7 +183,7 @@ class ImageMessage:
     partition: int
     offset: int
     key: bytes
-    #: The image's `seq.seq_key`; for a tombstone its `cdcbridge-seq-key` header ("" when the header is missing,
+    #: The image's `seq.seq_key`; for a tombstone its seq-key header ("" when the header is missing,
     #: which no source change explains).
     seq_key: str
     tombstone: bool = False

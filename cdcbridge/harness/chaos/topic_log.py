@@ -16,14 +16,12 @@ from typing import Any, TypeVar
 import fastavro
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
+from cdcbridge.contract import TOMBSTONE_SEQ_KEY_HEADER, MessageFormat
 from cdcbridge.formats.schemas import parsed_schema
-from cdcbridge.formats.table_format import MessageFormat
 from cdcbridge.harness.chaos.checks import ImageMessage, KafkaMessage
 from cdcbridge.harness.chaos.errors import ChaosError
 
 _FRAMING = 5  # magic byte + schema id
-#: Kafka header in which the bridge sends a tombstone's delete seq_key (cdcbridge.bridge.processor).
-TOMBSTONE_SEQ_HEADER = "cdcbridge-seq-key"
 
 Item = TypeVar("Item")
 
@@ -41,13 +39,13 @@ def read_mutation_topic(bootstrap: str, topic: str, *, timeout: float = 300.0) -
 
 def read_image_topic(bootstrap: str, topic: str, *, timeout: float = 300.0) -> list[ImageMessage]:
     """Every message of the RECORD_IMAGE `topic` up to the end offsets seen when the call starts; a null value is
-    a tombstone, placed by its `cdcbridge-seq-key` header."""
+    a tombstone, placed by its seq-key header (TOMBSTONE_SEQ_KEY_HEADER)."""
     schema = parsed_schema(MessageFormat.RECORD_IMAGE)
 
     def item(msg: Message) -> ImageMessage:
         if msg.value() is None:
             headers = dict(msg.headers() or [])
-            seq_key = headers.get(TOMBSTONE_SEQ_HEADER)
+            seq_key = headers.get(TOMBSTONE_SEQ_KEY_HEADER)
             text = seq_key.decode(errors="replace") if seq_key is not None else ""
             return ImageMessage(msg.partition(), msg.offset(), msg.key(), text, tombstone=True)
         value = _decoded(msg, schema, topic)

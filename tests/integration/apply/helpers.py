@@ -12,7 +12,8 @@ import psycopg
 
 from cdcbridge.apply.targets.postgres import decode_attrs
 from cdcbridge.config import BridgeConfig, parse_config
-from cdcbridge.formats import BridgeTableFormat, MessageFormat, schema_text
+from cdcbridge.contract import MessageFormat
+from cdcbridge.formats import BridgeTableFormat, schema_text
 from cdcbridge.harness.bench.apply_workload import (
     OutgoingMessage,
     SourceTable,

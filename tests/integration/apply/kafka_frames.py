@@ -10,11 +10,10 @@ from typing import Any
 
 import fastavro
 
-from cdcbridge.apply.core.operations import MessageFormat
 from cdcbridge.apply.routing import TopicRouting
 from cdcbridge.apply.writer_schemas import WriterSchema
 from cdcbridge.config import parse_config
-from cdcbridge.formats import MessageFormat as TopicFormat
+from cdcbridge.contract import TOMBSTONE_SEQ_KEY_HEADER, MessageFormat
 from cdcbridge.formats import schema_text
 from cdcbridge.formats.keys import encode_key
 from tests.unit.apply.envelopes import TABLE
@@ -24,8 +23,8 @@ KAFKA_SCHEMA = (
     "timestampType int, headers array<struct<key:string,value:binary>>"
 )
 SCHEMAS = {
-    1: WriterSchema(1, schema_text(TopicFormat.MUTATE_LOG), MessageFormat.MUTATE_LOG),
-    2: WriterSchema(2, schema_text(TopicFormat.RECORD_IMAGE), MessageFormat.RECORD_IMAGE),
+    1: WriterSchema(1, schema_text(MessageFormat.MUTATE_LOG), MessageFormat.MUTATE_LOG),
+    2: WriterSchema(2, schema_text(MessageFormat.RECORD_IMAGE), MessageFormat.RECORD_IMAGE),
 }
 SCHEMA_ID = {MessageFormat.MUTATE_LOG: 1, MessageFormat.RECORD_IMAGE: 2}
 TOPIC = {MessageFormat.MUTATE_LOG: "t.orders.mutation", MessageFormat.RECORD_IMAGE: "t.orders.image"}
@@ -52,7 +51,7 @@ def kafka_row(message_format: MessageFormat, message: dict[str, Any], partition:
     if message.get("_tombstone"):
         value = None
         if message.get("seq"):
-            headers.append(("cdcbridge-seq-key", bytearray(message["seq"]["seq_key"].encode())))
+            headers.append((TOMBSTONE_SEQ_KEY_HEADER, bytearray(message["seq"]["seq_key"].encode())))
     else:
         value = bytearray(framed(message_format, message))
     when = datetime(2026, 1, 1, tzinfo=UTC)

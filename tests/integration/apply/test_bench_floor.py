@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from cdcbridge.apply.core.marker import BatchMarker
-from cdcbridge.apply.core.operations import MessageFormat
 from cdcbridge.apply.spark.operations import VALUE_UNION
 from cdcbridge.apply.targets.delta import DeltaTarget
+from cdcbridge.contract import MessageFormat
 from cdcbridge.formats.keys import encode_key
 from cdcbridge.harness.bench.apply_floor import rewrite_with_last_messages
 from tests.unit.apply.envelopes import mutation, put

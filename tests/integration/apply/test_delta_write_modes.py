@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from cdcbridge.apply.core.marker import BatchMarker
-from cdcbridge.apply.core.operations import MessageFormat
 from cdcbridge.apply.core.policy import BadInputPolicy
 from cdcbridge.apply.driver.micro_batch import MicroBatchApplier
 from cdcbridge.apply.spark.batch import SparkBatchApplier
 from cdcbridge.apply.spark.decode import decoded_records
 from cdcbridge.apply.targets.delta import DeltaTarget
+from cdcbridge.contract import MessageFormat
 from tests.unit.apply.envelopes import TABLE, increment, mutation, put
 
 from .kafka_frames import SCHEMAS, batch_frame, routing, with_pk

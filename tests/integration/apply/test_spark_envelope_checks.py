@@ -11,11 +11,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cdcbridge.apply.core.operations import MessageFormat, decode_message
+from cdcbridge.apply.core.operations import decode_message
 from cdcbridge.apply.driver.kafka_records import envelope
 from cdcbridge.apply.errors import BadInputError
 from cdcbridge.apply.spark.decode import decoded_records
 from cdcbridge.apply.spark.operations import OP, PYTHON, normalized_operations
+from cdcbridge.contract import MessageFormat
 from tests.unit.apply.envelopes import delete_all, delete_one, image, increment, mutation, put
 
 from .interpreted import without_generated_code

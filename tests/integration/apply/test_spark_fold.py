@@ -13,13 +13,14 @@ from hypothesis import strategies as st
 
 from cdcbridge.apply.core.fold import fold_row
 from cdcbridge.apply.core.model import ColumnValue, TargetRow
-from cdcbridge.apply.core.operations import MessageFormat, decode_message
+from cdcbridge.apply.core.operations import decode_message
 from cdcbridge.apply.core.policy import BadInputPolicy
 from cdcbridge.apply.driver.micro_batch import MicroBatchApplier
 from cdcbridge.apply.errors import BadInputError
 from cdcbridge.apply.spark.batch import ReferencePathNeeded, SparkBatchApplier
 from cdcbridge.apply.spark.decode import decoded_records
 from cdcbridge.apply.spark.operations import OP, OTHER, PYTHON, UNKNOWN_SID, normalized_operations
+from cdcbridge.contract import TOMBSTONE_SEQ_KEY_HEADER, MessageFormat
 from tests.unit.apply.envelopes import TABLE, increment, mutation, put, seq_key
 from tests.unit.apply.source_model import image_messages, mutation_messages, run_history
 from tests.unit.apply.strategies import histories, lookup_points
@@ -191,7 +192,7 @@ def test_tombstone_keys_and_framing_are_classified_strictly(spark) -> None:
     image = routing(MessageFormat.RECORD_IMAGE)
     rows = []
     for offset, key in enumerate(KEYS):
-        header = [("cdcbridge-seq-key", bytearray(seq_key(2).encode()))]
+        header = [(TOMBSTONE_SEQ_KEY_HEADER, bytearray(seq_key(2).encode()))]
         rows.append((bytearray(key), None, "t.orders.image", 0, offset, datetime(2026, 1, 1), 0, header))
     good = {"source": {"instance": "i", "table": TABLE}, "seq": {"epoch": 1, "timestamp_us": 1000, "row_index": 0,
             "op_index": 0, "seq_key": seq_key(1)}, "timestamp": 1, "pk": [{"name": "id", "value": 1}],

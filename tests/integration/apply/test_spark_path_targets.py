@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from cdcbridge.apply.core.operations import MessageFormat
 from cdcbridge.apply.core.policy import BadInputPolicy
 from cdcbridge.apply.driver.micro_batch import MicroBatchApplier
 from cdcbridge.apply.spark.batch import ReferencePathNeeded, SparkBatchApplier
 from cdcbridge.apply.spark.decode import decoded_records
 from cdcbridge.apply.targets.delta import DeltaTarget
 from cdcbridge.apply.targets.postgres import PostgresTarget
+from cdcbridge.contract import MessageFormat
 from tests.unit.apply.envelopes import TABLE, delete_all, delete_one, increment, mutation, put
 
 from .interpreted import without_generated_code

@@ -28,7 +28,8 @@ def test_a_replication_factor_above_the_broker_count_names_the_setting(stack: St
 def test_a_registry_url_without_the_compatibility_api_path_names_the_setting(stack: StackEndpoints) -> None:
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
-    from cdcbridge.formats import MessageFormat, schema_text
+    from cdcbridge.contract import MessageFormat
+    from cdcbridge.formats import schema_text
 
     base = stack.registry_url.removesuffix("/apis/ccompat/v7")  # a common mistake: the server's root URL
     registry = SchemaRegistryClient({"url": base, "timeout": 10})

@@ -24,6 +24,7 @@ from tablestore import (
 
 from cdcbridge.changes import ChangeRecord, Sequence
 from cdcbridge.config import TableConfig
+from cdcbridge.contract import TOMBSTONE_SEQ_KEY_HEADER
 from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
 from cdcbridge.emulator.server import EmulatorServer
 from cdcbridge.formats.table_messages import build_table_messages
@@ -34,7 +35,6 @@ from tests.integration.bridge_helpers import INSTANCE, ReadMessage, create_strea
 
 IGNORE = Condition(RowExistenceExpectation.IGNORE)
 TABLE = "ledger"
-SEQ_KEY_HEADER = "cdcbridge-seq-key"
 
 #: Which message of which record: (topic, record sequence, part) with part "image", "tombstone" or the op_index.
 MessageId = tuple[str, Sequence, str | int]
@@ -112,7 +112,7 @@ def _expected(records: list[ChangeRecord], table: TableConfig, prefix: str) -> d
 
 def _message_id(message: ReadMessage) -> MessageId:
     if message.value is None:
-        key = message.headers[SEQ_KEY_HEADER].decode()
+        key = message.headers[TOMBSTONE_SEQ_KEY_HEADER].decode()
         return message.topic, Sequence(int(key[:10]), int(key[10:30]), int(key[30:40])), "tombstone"
     seq = message.value["seq"]
     sequence = Sequence(seq["epoch"], seq["timestamp_us"], seq["row_index"])

@@ -21,10 +21,10 @@ import yaml
 from confluent_kafka import Consumer, TopicPartition
 from tablestore import OTSClient
 
+from cdcbridge.contract import MessageFormat
 from cdcbridge.coordination.leases.lease import Lease
 from cdcbridge.coordination.leases.tablestore_store import TablestoreLeaseStore
 from cdcbridge.formats.schemas import parsed_schema
-from cdcbridge.formats.table_format import MessageFormat
 from cdcbridge.harness.stack.stack import StackEndpoints
 from tests.integration.bridge_helpers import (
     ACCESS_KEY_ID,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cdcbridge.apply.core import tombstone_message
-from cdcbridge.changes import CellOp
+from cdcbridge.contract import CellOp
 from tests.unit.apply.envelopes import PK, TABLE, image, mutation
 
 #: DELETE_ONE_VERSION of whatever version the column holds when the record runs.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from cdcbridge.changes import CellOp
+from cdcbridge.contract import CellOp
 from tests.unit.apply.source_model import HELD_VERSION, SourceCell, SourceRecord
 
 # --- source histories ----------------------------------------------------------------------------------------------

@@ -6,17 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cdcbridge.apply.core import (
-    SEQ_KEY_LENGTH,
-    CellChange,
-    ImageCell,
-    IncrementError,
-    InvalidMessageError,
-    MessageFormat,
-    MutationType,
-    decode_message,
-)
-from cdcbridge.changes import CellOp
+from cdcbridge.apply.core import CellChange, ImageCell, IncrementError, InvalidMessageError, decode_message
+from cdcbridge.contract import SEQ_KEY_LENGTH, CellOp, MessageFormat, MutationType
 from tests.unit.apply.envelopes import delete_one, image, increment, mutation, put, seq_key
 
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from cdcbridge.apply.core import RowKey, TargetRow, apply_operation, decode_message, fold_batch
-from cdcbridge.changes import CellOp
+from cdcbridge.contract import CellOp
 from tests.unit.apply.envelopes import PK, TABLE, increment, mutation, put
 from tests.unit.apply.source_model import SourceRow, image_messages, mutation_messages, run_history
 from tests.unit.apply.strategies import histories, lookup_points

@@ -8,8 +8,8 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from cdcbridge.apply.core.operations import MessageFormat
 from cdcbridge.apply.driver.kafka_records import KafkaRecord
+from cdcbridge.contract import TOMBSTONE_SEQ_KEY_HEADER, MessageFormat
 from cdcbridge.harness.bench.apply_workload import OutgoingMessage
 
 _TAGS = {"boolean": "z", "long": "l", "double": "d", "string": "s", "bytes": "b"}
@@ -67,7 +67,7 @@ def kafka_records(
     for message in messages:
         offset = offsets.get(message.topic, first_offset)
         offsets[message.topic] = offset + 1
-        header = dict(message.headers).get("cdcbridge-seq-key")
+        header = dict(message.headers).get(TOMBSTONE_SEQ_KEY_HEADER)
         if message.value is None:
             records.append(
                 KafkaRecord(

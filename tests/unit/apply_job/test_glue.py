@@ -9,7 +9,7 @@ import math
 import pytest
 
 from cdcbridge.apply.core.model import ColumnValue, TargetRow
-from cdcbridge.apply.core.operations import MessageFormat, decode_message
+from cdcbridge.apply.core.operations import decode_message
 from cdcbridge.apply.driver.kafka_records import KafkaRecord, envelope, tombstone, union_value
 from cdcbridge.apply.errors import ApplyJobError, UndecodableMessageError
 from cdcbridge.apply.kafka_source import kafka_source_options
@@ -19,8 +19,8 @@ from cdcbridge.apply.targets.delta import _row_from_json, _row_record, _TableSha
 from cdcbridge.apply.targets.postgres import decode_attrs, encode_attrs
 from cdcbridge.apply.writer_schemas import WriterSchema, classify
 from cdcbridge.config import parse_config
+from cdcbridge.contract import MessageFormat
 from cdcbridge.formats import BridgeTableFormat, schema_text
-from cdcbridge.formats import MessageFormat as TopicFormat
 from cdcbridge.harness.bench.apply_workload import bridge_messages, generate_records
 
 from .compact import kafka_records
@@ -99,8 +99,8 @@ def test_a_client_certificate_in_two_files_is_refused_with_the_fix() -> None:
 
 
 def test_writer_schemas_are_classified_by_envelope_name() -> None:
-    assert classify(1, schema_text(TopicFormat.MUTATE_LOG)).message_format is MessageFormat.MUTATE_LOG
-    assert classify(2, schema_text(TopicFormat.RECORD_IMAGE)).message_format is MessageFormat.RECORD_IMAGE
+    assert classify(1, schema_text(MessageFormat.MUTATE_LOG)).message_format is MessageFormat.MUTATE_LOG
+    assert classify(2, schema_text(MessageFormat.RECORD_IMAGE)).message_format is MessageFormat.RECORD_IMAGE
     foreign = classify(3, json.dumps({"type": "record", "name": "Order", "fields": []}))
     assert foreign.message_format is None and "'Order', not a cdcbridge envelope" in foreign.problem
 

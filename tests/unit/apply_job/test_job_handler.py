@@ -65,9 +65,9 @@ class FakeFrame:
 def test_a_schema_id_not_loaded_yet_interrupts_the_stream() -> None:
     import pytest
 
-    from cdcbridge.apply.core.operations import MessageFormat
     from cdcbridge.apply.spark.decode import UnknownSchemaId, iter_records
     from cdcbridge.apply.writer_schemas import WriterSchema
+    from cdcbridge.contract import MessageFormat
 
     known = {1: WriterSchema(1, "{}", MessageFormat.MUTATE_LOG)}
     rows = [

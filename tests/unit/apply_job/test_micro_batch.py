@@ -8,14 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cdcbridge.apply.batch_report import BatchReport
-from cdcbridge.apply.core.operations import MessageFormat
 from cdcbridge.apply.core.policy import BadInputPolicy
 from cdcbridge.apply.driver.kafka_records import KafkaRecord
 from cdcbridge.apply.driver.micro_batch import MicroBatchApplier
 from cdcbridge.apply.errors import BadInputError, TargetRejectedError, UndecodableMessageError, UnmappedTableError
 from cdcbridge.apply.routing import TopicRouting
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
 from cdcbridge.config import parse_config
+from cdcbridge.contract import CellOp, MessageFormat
 from cdcbridge.formats import BridgeTableFormat
 from cdcbridge.harness.bench.apply_workload import bridge_messages, generate_records, with_redeliveries
 

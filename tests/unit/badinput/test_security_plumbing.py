@@ -18,7 +18,8 @@ from cdcbridge.apply.kafka_source import kafka_source_options
 from cdcbridge.apply.routing import TopicRouting
 from cdcbridge.apply.writer_schemas import WriterSchemas
 from cdcbridge.config import BridgeConfig, parse_config
-from cdcbridge.formats import MessageFormat, schema_text
+from cdcbridge.contract import MessageFormat
+from cdcbridge.formats import schema_text
 from cdcbridge.kafka.errors import RegistryUnreachableError
 from cdcbridge.kafka.schemas import RegistryRefusedError, TopicValueSerializers
 from cdcbridge.kafka.sink import KafkaSink

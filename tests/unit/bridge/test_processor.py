@@ -9,7 +9,8 @@ from collections import Counter
 import pytest
 
 from cdcbridge.bridge.processor import BridgeContext, BridgeProcessingError, BridgeProcessor
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
+from cdcbridge.contract import TOMBSTONE_SEQ_KEY_HEADER, CellOp, MessageFormat
 from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
 from cdcbridge.coordination.processor import (
     InitializationInput,
@@ -17,7 +18,7 @@ from cdcbridge.coordination.processor import (
     ShutdownInput,
     ShutdownReason,
 )
-from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
+from cdcbridge.formats.table_format import BridgeTableFormat
 from cdcbridge.kafka.errors import MessageTooLargeError
 from cdcbridge.kafka.sink import Delivery
 
@@ -125,7 +126,7 @@ def test_a_record_with_several_messages_is_checkpointed_with_its_sub_sequence() 
     topics = [t for t, _, _, _ in sink.produced]
     assert topics == ["cdc.orders.image", "cdc.orders.image", "cdc.orders.mutation"]  # image, tombstone, mutation
     assert sink.produced[1][2] is None  # the tombstone, carrying the delete's seq_key for the apply job
-    assert sink.headers[1] == [("cdcbridge-seq-key", rec.sequence.key(0).encode())]
+    assert sink.headers[1] == [(TOMBSTONE_SEQ_KEY_HEADER, rec.sequence.key(0).encode())]
     assert sink.headers[0] is None and sink.headers[2] is None
     sink.ack(0)
     processor._write_checkpoint(final=False)
@@ -292,7 +293,7 @@ def test_fast_images_and_mutations_are_numbered_in_format_order_with_the_tombsto
         ("cdc.orders.mutation", two_parts(delete)[0]),
         ("cdc.orders.mutation", two_parts(delete)[1]),
     ]
-    assert sink.headers[4] == [("cdcbridge-seq-key", delete.sequence.key(0).encode())]
+    assert sink.headers[4] == [(TOMBSTONE_SEQ_KEY_HEADER, delete.sequence.key(0).encode())]
     assert [h for i, h in enumerate(sink.headers) if i != 4] == [None] * 6
     assert serialized == []
     for index in (0, 1, 2, 3, 4):

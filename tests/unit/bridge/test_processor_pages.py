@@ -8,13 +8,14 @@ from typing import Any
 import pytest
 
 from cdcbridge.bridge.processor import BridgeContext, BridgeProcessor
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
+from cdcbridge.contract import CellOp, MessageFormat
 from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
 from cdcbridge.coordination.processor import InitializationInput, ProcessRecordsInput
 from cdcbridge.formats.errors import InvalidRecordError
 from cdcbridge.formats.fast_envelopes import FastFormat
 from cdcbridge.formats.schemas import parsed_schema
-from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
+from cdcbridge.formats.table_format import BridgeTableFormat
 
 from ..formats.test_fast_envelopes import _framed, c_module
 from .test_processor import FakeCheckpointer, FakeSink

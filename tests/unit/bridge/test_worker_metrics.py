@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from cdcbridge.bridge.worker_metrics import StatsPump
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
+from cdcbridge.contract import CellOp
 from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
 from cdcbridge.coordination.stats import CoordinationStats
 from cdcbridge.kafka.sink import DeliveryStats

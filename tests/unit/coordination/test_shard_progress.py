@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
+from cdcbridge.contract import CellOp
 from cdcbridge.coordination import FakeClock, InMemoryLeaseStore
 from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
 from cdcbridge.coordination.errors import LeaseLostError, LeaseStoreError, LeaseStoreUnavailableError

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
+from cdcbridge.contract import CellOp
 from cdcbridge.coordination import ShardInfo, ShardNotFoundError, StreamError, StreamUnavailableError, TrimmedDataError
 from cdcbridge.coordination.stream.tablestore_access import TablestoreStreamAccess
 from cdcbridge.tablestore import errors as ts_errors

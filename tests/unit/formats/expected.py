@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
+from cdcbridge.contract import CellOp
 
 INSTANCE = "inst-1"
 SEQUENCE = Sequence(epoch=2, timestamp_us=1_700_000_000_123_456, row_index=9)

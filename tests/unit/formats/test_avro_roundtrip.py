@@ -14,11 +14,11 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from fastavro.validation import validate
 from hypothesis import given, settings
 
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
+from cdcbridge.contract import CellOp, MessageFormat
 from cdcbridge.formats.mutate_log import build_mutate_log
 from cdcbridge.formats.record_image import build_record_image
 from cdcbridge.formats.schemas import parsed_schema, schema_dict, schema_text
-from cdcbridge.formats.table_format import MessageFormat
 
 from .avro_helpers import as_read, decode, encode
 from .strategies import CURRENT_ROWS, change_records

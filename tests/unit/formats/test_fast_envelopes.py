@@ -24,7 +24,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
+from cdcbridge.contract import CellOp, MessageFormat
 from cdcbridge.formats import fast_envelopes
 from cdcbridge.formats.errors import FormatError
 from cdcbridge.formats.fast_envelopes import (
@@ -40,7 +41,6 @@ from cdcbridge.formats.fast_envelopes import (
 from cdcbridge.formats.mutate_log import build_mutate_log
 from cdcbridge.formats.record_image import build_record_image
 from cdcbridge.formats.schemas import parsed_schema, schema_dict
-from cdcbridge.formats.table_format import MessageFormat
 
 MUTATE_LOG_SCHEMA = parsed_schema(MessageFormat.MUTATE_LOG)
 RECORD_IMAGE_SCHEMA = parsed_schema(MessageFormat.RECORD_IMAGE)

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
+from cdcbridge.contract import CellOp, MessageFormat
 from cdcbridge.formats import fast_envelopes
 from cdcbridge.formats.errors import KeyEncodeError
 from cdcbridge.formats.fast_envelopes import FastFormat, PageLists, encode_into, page_plan, record_key
 from cdcbridge.formats.keys import record_key as reference_key
-from cdcbridge.formats.table_format import MessageFormat
 
 from .test_fast_envelopes import c_module, generated_image_cases, generated_records
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from cdcbridge.changes import Cell, CellOp, RecordAction
+from cdcbridge.changes import Cell, RecordAction
+from cdcbridge.contract import CellOp, MutationType
 from cdcbridge.formats.common import MessageItem
 from cdcbridge.formats.errors import InvalidRecordError
-from cdcbridge.formats.mutate_log import MutationType, build_mutate_log, unit_operations
+from cdcbridge.formats.mutate_log import build_mutate_log, unit_operations
 
 from .expected import INSTANCE, KEY, PK, PUT_CELLS, common, record
 

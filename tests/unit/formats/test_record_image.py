@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cdcbridge.changes import Cell, CellOp, RecordAction
+from cdcbridge.changes import Cell, RecordAction
+from cdcbridge.contract import CellOp
 from cdcbridge.formats.common import MessageItem
 from cdcbridge.formats.errors import InvalidRecordError
 from cdcbridge.formats.record_image import build_record_image, needs_current_row

@@ -9,6 +9,7 @@ from typing import Any
 import fastavro
 import pytest
 
+from cdcbridge.contract import MessageFormat
 from cdcbridge.formats.errors import SchemaNotFoundError
 from cdcbridge.formats.schemas import (
     INSTALLED_SCHEMAS_SUBDIR,
@@ -18,7 +19,6 @@ from cdcbridge.formats.schemas import (
     schema_dict,
     schema_text,
 )
-from cdcbridge.formats.table_format import MessageFormat
 
 REPO_SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
 

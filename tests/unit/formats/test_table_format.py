@@ -7,8 +7,9 @@ import re
 import pytest
 from pydantic import ValidationError
 
+from cdcbridge.contract import MessageFormat
 from cdcbridge.formats.errors import TopicNameError
-from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
+from cdcbridge.formats.table_format import BridgeTableFormat
 
 IMAGE, MUTATION = MessageFormat.RECORD_IMAGE, MessageFormat.MUTATE_LOG
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction
+from cdcbridge.contract import CellOp, MessageFormat
 from cdcbridge.formats.mutate_log import build_mutate_log
 from cdcbridge.formats.record_image import build_record_image
-from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
+from cdcbridge.formats.table_format import BridgeTableFormat
 from cdcbridge.formats.table_messages import TableMessage, build_table_messages, needs_row_lookup
 
 from .expected import INSTANCE, KEY, record

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
+from cdcbridge.contract import CellOp
 from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
 from cdcbridge.coordination.errors import LeaseLostError
 from cdcbridge.coordination.processor import (

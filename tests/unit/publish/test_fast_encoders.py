@@ -7,11 +7,11 @@ from types import SimpleNamespace
 
 import fastavro
 
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
 from cdcbridge.config import TableConfig
+from cdcbridge.contract import CellOp, MessageFormat
 from cdcbridge.formats.mutate_log import build_mutate_log
 from cdcbridge.formats.schemas import schema_dict
-from cdcbridge.formats.table_format import MessageFormat
 from cdcbridge.publish.tables import TableRuntime, encoding_path, fast_encoders
 
 

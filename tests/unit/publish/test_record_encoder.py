@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from cdcbridge.bridge.processor import BridgeProcessingError
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
+from cdcbridge.contract import CellOp, MessageFormat
 from cdcbridge.coordination.processor import ProcessRecordsInput
-from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
+from cdcbridge.formats.table_format import BridgeTableFormat
 from cdcbridge.publish.record_encoder import RecordEncodeError, RecordEncoder
 from tests.unit.bridge.test_processor import FakeCheckpointer, make_fast
 

@@ -9,7 +9,8 @@ from typing import Any
 
 from tablestore import INF_MAX, INF_MIN
 
-from cdcbridge.formats.table_format import BridgeTableFormat, MessageFormat
+from cdcbridge.contract import MessageFormat
+from cdcbridge.formats.table_format import BridgeTableFormat
 from cdcbridge.kafka.errors import ProduceFatalError
 from cdcbridge.kafka.sink import Delivery
 from cdcbridge.snapshot.export import Publisher

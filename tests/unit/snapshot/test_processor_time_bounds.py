@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from cdcbridge.bridge.processor import BridgeContext, BridgeProcessor
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
+from cdcbridge.contract import CellOp
 from cdcbridge.coordination.processor import InitializationInput, ProcessRecordsInput, ShutdownInput, ShutdownReason
 from cdcbridge.formats.table_format import BridgeTableFormat
 from cdcbridge.kafka.sink import Delivery
@@ -101,7 +102,7 @@ def test_a_shard_that_ends_before_the_end_time_is_finished_as_usual() -> None:
 
 
 def test_skipped_updates_are_not_read_back_for_their_images() -> None:
-    from cdcbridge.formats.table_format import MessageFormat
+    from cdcbridge.contract import MessageFormat
 
     asked: list[list] = []
     sink = FakeSink()

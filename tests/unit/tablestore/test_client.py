@@ -6,7 +6,8 @@ import pytest
 import tablestore.protobuf.table_store_pb2 as sdk_pb2
 from tablestore import CapacityUnit, ReservedThroughput, TableMeta, TableOptions
 
-from cdcbridge.changes import Cell, CellOp, RecordAction, Sequence
+from cdcbridge.changes import Cell, RecordAction, Sequence
+from cdcbridge.contract import CellOp
 from cdcbridge.tablestore.client import StreamClient
 from cdcbridge.tablestore.connection import build_ots_client
 from cdcbridge.tablestore.errors import (

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction, Sequence
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
+from cdcbridge.contract import CellOp
 from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
 from cdcbridge.coordination.leases.lease import Lease
 from cdcbridge.harness.chaos import ledger as ledger_module

@@ -25,7 +25,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  * which judges it exactly.
  */
 final class Envelope {
-    /** Widths of the zero-padded seq numbers in seq_key (formats/common.py SEQ_KEY_FORMAT: %010d%020d%010d%06d). */
+    // The seq_key layout of cdcbridge/contract.py (SEQ_KEY_FORMAT "%010d%020d%010d%06d", SEQ_NUMBERS, SEQ_KEY_LENGTH);
+    // tests/unit/test_contract.py checks these three against it.
+    /** Widths of the zero-padded seq numbers in seq_key. */
     private static final int[] SEQ_WIDTHS = {10, 20, 10, 6};
     private static final String[] SEQ_NUMBERS = {"epoch", "timestamp_us", "row_index", "op_index"};
     private static final int SEQ_KEY_LENGTH = 46;
@@ -197,8 +199,8 @@ final class Envelope {
         return new GenericArrayData(pk);
     }
 
-    /** The seq_key, or null unless it is 46 digits that spell the seq's numbers (each non-negative and as wide
-     * as its field at most; a seq with a missing number is checked on its digits alone). */
+    /** The seq_key, or null unless it is SEQ_KEY_LENGTH digits that spell the seq's numbers (each non-negative and
+     * as wide as its field at most; a seq with a missing number is checked on its digits alone). */
     static UTF8String seqKey(InternalRow envelope, Layout at) {
         InternalRow seq = envelope.isNullAt(at.seq) ? null : envelope.getStruct(at.seq, at.seqFields);
         UTF8String key = seq == null ? null : optionalString(seq, at.seqKey);

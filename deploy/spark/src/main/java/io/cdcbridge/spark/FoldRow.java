@@ -43,6 +43,7 @@ public final class FoldRow extends KernelExpression {
     private static final int COLS = 0, DEL = 1, SEQ = 2, STATE_TS = 3;
     private static final int ENTRY_FIELDS = 2;
     private static final int VALUE_FIELDS = 5, LONG_FIELD = 1;
+    // Names of cdcbridge/contract.py's CellOp values (tests/unit/test_contract.py checks them).
     private static final UTF8String PUT = UTF8String.fromString("PUT");
     private static final UTF8String DELETE_ALL_VERSION = UTF8String.fromString("DELETE_ALL_VERSION");
     private static final UTF8String DELETE_ONE_VERSION = UTF8String.fromString("DELETE_ONE_VERSION");

@@ -20,6 +20,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  */
 public final class ImageOp extends EnvelopeFunction<ImageOp.Layout> {
     private static final long serialVersionUID = 1L;
+    // Names of cdcbridge/contract.py's CellOp values (tests/unit/test_contract.py checks them).
     private static final UTF8String PUT = UTF8String.fromString("PUT");
     private static final UTF8String DELETE_ONE_VERSION = UTF8String.fromString("DELETE_ONE_VERSION");
     private static final UTF8String DELETE_ALL_VERSION = UTF8String.fromString("DELETE_ALL_VERSION");

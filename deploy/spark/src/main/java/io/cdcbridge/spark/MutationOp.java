@@ -20,6 +20,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  */
 public final class MutationOp extends EnvelopeFunction<MutationOp.Layout> {
     private static final long serialVersionUID = 1L;
+    // Names of cdcbridge/contract.py's MutationType and CellOp values (tests/unit/test_contract.py checks them).
     private static final UTF8String PUT = UTF8String.fromString("PUT");
     private static final UTF8String UPDATE = UTF8String.fromString("UPDATE");
     private static final UTF8String DELETE = UTF8String.fromString("DELETE");
