@@ -32,7 +32,7 @@ final class Envelope {
     private static final String[] SEQ_NUMBERS = {"epoch", "timestamp_us", "row_index", "op_index"};
     private static final int SEQ_KEY_LENGTH = 46;
     private static final long MICROS_PER_MILLI = 1000L;
-    /** Avro union members in the order of spark_operations.VALUE_UNION (z, l, d, s, b) and PK_UNION (l, s, b),
+    /** Avro union members in the order of spark.operations.VALUE_UNION (z, l, d, s, b) and PK_UNION (l, s, b),
      * with the Spark type of each. */
     static final String[] VALUE_MEMBERS = {
         "member_boolean", "member_long", "member_double", "member_string", "member_bytes"};
@@ -173,7 +173,7 @@ final class Envelope {
         return table == null || table.numBytes() == 0 ? null : table;
     }
 
-    /** The primary key as spark_operations.PK_TYPE, or null unless every column has a non-empty name of its own
+    /** The primary key as spark.operations.PK_TYPE, or null unless every column has a non-empty name of its own
      * and a value. */
     static ArrayData primaryKey(InternalRow envelope, Layout at) {
         if (envelope.isNullAt(at.pk)) {

@@ -7,7 +7,7 @@ import org.apache.spark.sql.types.StructType;
 
 /**
  * A compiled function of one envelope format ({@link MutationOp}, {@link ImageOp}): arguments the decoded envelope,
- * its Kafka partition and offset; result spark_operations.ENVELOPE_OP_TYPE, or null for a null or invalid envelope.
+ * its Kafka partition and offset; result spark.operations.ENVELOPE_OP_TYPE, or null for a null or invalid envelope.
  * Where the envelope type keeps its fields ({@code L}) is worked out on the first row.
  */
 abstract class EnvelopeFunction<L> extends KernelExpression {

@@ -23,7 +23,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  * ({@link KernelExpression}).
  *
  * <p>Arguments: the row's operations ({@code ops}, any order, redeliveries included) and its current state
- * ({@code cur}, null when the target holds no such row). The result is spark_fold.RESULT_TYPE: the state after
+ * ({@code cur}, null when the target holds no such row). The result is spark.fold.RESULT_TYPE: the state after
  * the fold and the counts the job reports. Registered from Python by cdcbridge.apply.spark.fold, which also
  * holds the type names; its tests check this class against the Python fold on random histories. Values taken
  * from the arguments (cell values, column names) are returned as they are: Spark copies the result before it
@@ -32,13 +32,13 @@ import org.apache.spark.unsafe.types.UTF8String;
 public final class FoldRow extends KernelExpression {
     private static final long serialVersionUID = 1L;
 
-    // Field positions and counts of an operation (spark_operations.OP_TYPE) ...
+    // Field positions and counts of an operation (spark.operations.OP_TYPE) ...
     private static final int Q = 0, T = 1, P = 2, O = 3, TS = 4, D = 5, I = 6, R = 7, PA = 8, W = 9, C = 10;
     private static final int OP_FIELDS = 11;
     // ... of a cell (CELL_TYPE) ...
     private static final int CELL_NAME = 0, CELL_OP = 1, CELL_VALUE = 2, CELL_VERSION = 3, CELL_AMOUNT = 4;
     private static final int CELL_FIELDS = 5;
-    // ... of a current state (spark_fold.STATE_TYPE), of its columns' entries (value, version) and of a value
+    // ... of a current state (spark.fold.STATE_TYPE), of its columns' entries (value, version) and of a value
     // union (VALUE_UNION: z, l, d, s, b).
     private static final int COLS = 0, DEL = 1, SEQ = 2, STATE_TS = 3;
     private static final int ENTRY_FIELDS = 2;

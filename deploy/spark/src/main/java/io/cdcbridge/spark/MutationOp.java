@@ -15,7 +15,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  * cdcbridge/apply/spark/operations.py (OP_TYPE), in one pass instead of Spark SQL higher-order functions.
  *
  * <p>Arguments: the envelope as from_avro decodes it into our reader schema, the Kafka partition and offset.
- * Result: {@code struct<pk, op>} (spark_operations.ENVELOPE_OP_TYPE), or null when the envelope breaks a rule
+ * Result: {@code struct<pk, op>} (spark.operations.ENVELOPE_OP_TYPE), or null when the envelope breaks a rule
  * (the job leaves it to the reference path, which says what is wrong).
  */
 public final class MutationOp extends EnvelopeFunction<MutationOp.Layout> {
@@ -99,7 +99,7 @@ public final class MutationOp extends EnvelopeFunction<MutationOp.Layout> {
         return new GenericInternalRow(new Object[] {head.pk(), op});
     }
 
-    /** One cell as spark_operations.CELL_TYPE (a PUT or INCREMENT without version takes the message's time, as
+    /** One cell as spark.operations.CELL_TYPE (a PUT or INCREMENT without version takes the message's time, as
      * the reference fold does), or null when it breaks a rule. */
     private static InternalRow cell(InternalRow cell, Layout at, long ts) {
         UTF8String name = Envelope.optionalString(cell, at.cellName);

@@ -19,8 +19,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  * table before writing (cdcbridge/apply/spark/batch.py), so the target can add columns or refuse the batch first.
  * A Catalyst expression on Spark's own values ({@link KernelExpression}).
  *
- * <p>Arguments: the row's key (spark_operations.PK_TYPE) and its columns (spark_fold.COLUMNS_TYPE). Result:
- * spark_batch.SHAPE_TYPE. Type names are Spark's: boolean, bigint, double, string, binary.
+ * <p>Arguments: the row's key (spark.operations.PK_TYPE) and its columns (spark.fold.COLUMNS_TYPE). Result:
+ * spark.batch.SHAPE_TYPE. Type names are Spark's: boolean, bigint, double, string, binary.
  */
 public final class RowShape extends KernelExpression {
     private static final long serialVersionUID = 1L;
