@@ -386,7 +386,7 @@ def _closest_key(location: tuple[str | int, ...]) -> str | None:
     """The known key of the section that an unknown key most likely misspells, if one is close enough."""
     section = _section_model(location[:-1])
     known = list(section.model_fields) if section is not None else []
-    close = difflib.get_close_matches(str(location[-1]), known, n=1, cutoff=0.6)
+    close = difflib.get_close_matches(str(location[-1]), known, n=1, cutoff=0.75)
     return close[0] if close else None
 
 

@@ -163,10 +163,8 @@ def map_sdk_error(
         )
     failure = transport_failure(error)
     if failure is not None:
-        return ConnectionFailedError(
-            f"{failure.describe()} during {api} on {subject}; check the endpoint and that Tablestore runs there, then "
-            "retry"
-        )
+        fix = "the endpoint and that Tablestore runs there" if failure.connecting else "the network to Tablestore"
+        return ConnectionFailedError(f"{failure.describe()} during {api} on {subject}; check {fix}, then retry")
     return ConnectionFailedError(
         f"{api} on {subject} failed to reach Tablestore: {type(error).__name__}: {error}. Check the endpoint and the "
         "network, then retry"
@@ -215,14 +213,13 @@ def transport_failure(error: BaseException) -> TransportFailure | None:
 def _chain(error: BaseException) -> list[BaseException]:
     """`error`, then what it wraps: a MaxRetryError's reason, then each __cause__ / __context__ (no cycles)."""
     found: list[BaseException] = []
-    pending: list[BaseException | None] = [error]
+    pending: list[object] = [error]
     while pending:
         link = pending.pop(0)
-        if link is None or any(link is seen for seen in found):
+        if not isinstance(link, BaseException) or any(link is seen for seen in found):
             continue
         found.append(link)
-        pending += [getattr(link, "reason", None) if isinstance(link, MaxRetryError) else None]
-        pending += [link.__cause__, link.__context__]
+        pending += [link.reason if isinstance(link, MaxRetryError) else None, link.__cause__, link.__context__]
     return found
 
 

@@ -136,13 +136,20 @@ def _closed_port() -> int:
 
 
 def test_an_unreachable_endpoint_is_a_connection_error() -> None:
+    """One sentence naming the endpoint and the fix, never urllib3's MaxRetryError(HTTPConnectionPool(...)) repr."""
+    port = _closed_port()
     client = StreamClient(
-        build_ots_client(f"http://127.0.0.1:{_closed_port()}", "cdcbridge", ACCESS_KEY_ID, ACCESS_KEY_SECRET),
+        build_ots_client(f"http://127.0.0.1:{port}", "cdcbridge", ACCESS_KEY_ID, ACCESS_KEY_SECRET),
         sleep=lambda _: None,
     )
-    with pytest.raises(ConnectionFailedError, match="Check the endpoint and the network") as caught:
+    with pytest.raises(ConnectionFailedError) as caught:
         client.list_stream("t")
     assert caught.value.retryable
+    assert str(caught.value) == (
+        f"cannot reach Tablestore at http://127.0.0.1:{port} (connection refused) during ListStream on table t; "
+        "check the endpoint and that Tablestore runs there, then retry"
+    )
+    assert "MaxRetryError" not in repr(caught.value) and "HTTPConnection" not in str(caught.value)
     assert ACCESS_KEY_SECRET not in _full_text(caught.value)
 
 
