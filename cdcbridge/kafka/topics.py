@@ -103,7 +103,7 @@ class TopicAdmin:
             metadata = self._admin.list_topics(timeout=self._timeout)
         except KafkaException as error:
             raise BrokerUnreachableError(
-                f"no Kafka broker answered at {self._bootstrap} within {self._timeout:.0f}s ({error.args[0]}); "
+                f"no Kafka broker answered at {self._bootstrap} within {self._timeout:.0f}s ({error.args[0].str()}); "
                 "check kafka.bootstrap_servers, that the brokers run, and that kafka.security matches their "
                 "listener (protocol, SASL mechanism and credentials, CA)"
             ) from error

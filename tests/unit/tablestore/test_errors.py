@@ -7,7 +7,9 @@ import traceback
 
 import pytest
 from tablestore.error import OTSClientError, OTSServiceError
-from urllib3.exceptions import MaxRetryError
+from urllib3 import HTTPConnectionPool
+from urllib3.connection import HTTPConnection
+from urllib3.exceptions import ConnectTimeoutError, MaxRetryError, NameResolutionError, ReadTimeoutError
 
 from cdcbridge.tablestore.client import StreamClient
 from cdcbridge.tablestore.connection import build_ots_client
@@ -25,6 +27,7 @@ from cdcbridge.tablestore.errors import (
     ThrottledError,
     TrimmedDataError,
     map_sdk_error,
+    transport_failure,
 )
 from tests.unit.tablestore.conftest import ACCESS_KEY_ID, ACCESS_KEY_SECRET
 from tests.unit.tablestore.fake_tablestore import FakeTablestore, error_reply
@@ -170,3 +173,28 @@ def test_unusable_client_settings_are_config_errors(
         build_ots_client(endpoint, instance, key_id, secret)
     if secret:
         assert secret not in _full_text(caught.value)
+
+
+_POOL = HTTPConnectionPool("ots.example", 8900)
+_CONN = HTTPConnection("ots.example", 8900)
+
+
+@pytest.mark.parametrize(
+    ("error", "described"),
+    [
+        (MaxRetryError(_POOL, "/x", NameResolutionError("ots.example", _CONN, socket.gaierror(-2, "Name or service "
+                                                                                                 "not known"))),
+         "cannot reach Tablestore at http://ots.example:8900 (host name not found)"),
+        (MaxRetryError(_POOL, "/x", ConnectTimeoutError(_CONN, "timed out")),
+         "cannot reach Tablestore at http://ots.example:8900 (connection timed out)"),
+        (ReadTimeoutError(_POOL, "/x", "read timed out"),
+         "lost the connection to Tablestore at http://ots.example:8900 (no answer within the socket timeout)"),
+        (ConnectionResetError(104, "Connection reset by peer"),
+         "lost the connection to Tablestore (Connection reset by peer)"),
+        (OTSServiceError(403, "OTSAuthFailed", "Signature mismatch."), None),
+        (ValueError("not a transport error"), None),
+    ],
+)  # fmt: skip
+def test_transport_failures_are_described_in_words(error: BaseException, described: str | None) -> None:
+    failure = transport_failure(error)
+    assert (failure.describe() if failure else None) == described
