@@ -29,18 +29,24 @@ system-deps:
 
 venv: $(STAMP)
 
+# pip's output (build warnings of the C accelerators and of dependencies) goes to a log named only on failure.
 $(STAMP): pyproject.toml
 	@[ -n "$(PYTHON)" ] || { echo "cdcbridge needs Python 3.11, 3.12 or 3.13: install one (Debian: python3 python3-venv)"; exit 1; }
 	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip setuptools wheel
-	$(BIN)/pip install -q -e '.[dev]'
+	@mkdir -p .state; \
+	{ $(BIN)/pip install -q --upgrade pip setuptools wheel && $(BIN)/pip install -q -e '.[dev]'; } >.state/pip.log 2>&1 \
+	  || { echo "installing the Python packages failed: see .state/pip.log" >&2; exit 1; }
 	@touch $(STAMP)
 
+# The artifacts' paths and Maven's output go to a log named only on failure (`cdcbridge stack fetch` lists them).
 jvm: venv
-	$(BIN)/cdcbridge stack fetch
+	@mkdir -p .state; \
+	$(BIN)/cdcbridge stack fetch >.state/jvm-fetch.log 2>&1 \
+	  || { echo "fetching the JVM artifacts failed: see .state/jvm-fetch.log" >&2; exit 1; }
 
+# Prints the demo's own lines and the names of its log files, nothing else.
 demo: setup
-	$(BIN)/cdcbridge demo
+	@$(BIN)/cdcbridge demo
 
 test: setup
 	$(BIN)/ruff check .

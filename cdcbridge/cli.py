@@ -8,12 +8,15 @@ import signal
 import sys
 import threading
 import traceback
-import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from cdcbridge.harness.stack.paths import default_state_dir
+
+if TYPE_CHECKING:
+    from cdcbridge.config import BridgeConfig
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -129,12 +132,11 @@ def _stop_on_sigterm() -> threading.Event:
 def run(config_path: Path, worker_id: str | None, end_time: str | None) -> None:
     """Run one bridge worker: read the configured tables' streams and produce their changes to Kafka."""
     from cdcbridge.bridge.app import run_bridge
-    from cdcbridge.config import load_config, parse_end_time
+    from cdcbridge.config import parse_end_time
 
-    config = load_config(config_path)
+    config = _load_config(config_path)
     if end_time is not None:
         config = config.with_end_time(parse_end_time(end_time))
-    _configure_logging(config)
     run_bridge(config, worker_id, _stop_on_sigterm(), own_process=True)
 
 
@@ -142,13 +144,51 @@ def run(config_path: Path, worker_id: str | None, end_time: str | None) -> None:
 @_config_option
 def snapshot(config_path: Path) -> None:
     """Export the configured tables' existing rows; workers then stream from a start taken before the export."""
-    from cdcbridge.config import load_config
     from cdcbridge.snapshot.runner import run_snapshot
+
+    config = _load_config(config_path)
+    for result in run_snapshot(config, _stop_on_sigterm()):
+        click.echo(result.line())
+
+
+#: The configured Tablestore endpoints and the settings that name them, for the one-line error of an unreachable one.
+_TABLESTORE_ENDPOINTS: dict[str, str] = {}
+
+
+def _load_config(config_path: Path) -> BridgeConfig:
+    """Read the configuration, set up logging from it, and remember which setting names which Tablestore endpoint."""
+    from cdcbridge.config import load_config
 
     config = load_config(config_path)
     _configure_logging(config)
-    for result in run_snapshot(config, _stop_on_sigterm()):
-        click.echo(result.line())
+    _TABLESTORE_ENDPOINTS.clear()
+    if config.apply.tablestore_endpoint:
+        _TABLESTORE_ENDPOINTS[_endpoint_key(config.apply.tablestore_endpoint)] = "apply.tablestore_endpoint"
+    _TABLESTORE_ENDPOINTS[_endpoint_key(config.source.endpoint)] = "source.endpoint"
+    return config
+
+
+def _endpoint_key(url: str) -> str:
+    """scheme://host:port with the scheme's default port filled in, so a URL and urllib3's pool compare equal."""
+    from urllib3.util import parse_url
+
+    parsed = parse_url(url.strip())
+    scheme = (parsed.scheme or "http").lower()
+    port = parsed.port or (443 if scheme == "https" else 80)
+    return f"{scheme}://{(parsed.host or '').lower()}:{port}"
+
+
+def _error_line(error: Exception) -> str:
+    """The one line an error is reported with: a configured Tablestore endpoint that cannot be reached is the whole
+    story (whatever operation ran into it), so it is said as such, with the setting to check."""
+    from cdcbridge.tablestore.errors import transport_failure
+
+    failure = transport_failure(error) if _TABLESTORE_ENDPOINTS else None
+    if failure is not None and failure.connecting and failure.endpoint:
+        setting = _TABLESTORE_ENDPOINTS.get(_endpoint_key(failure.endpoint))
+        if setting is not None:
+            return f"{failure.describe()}: check {setting} and that Tablestore runs there"
+    return str(error)
 
 
 def _configure_logging(config: object) -> None:
@@ -190,11 +230,10 @@ def _secrets_of(config: object) -> list[str]:
 def status(config_path: Path, as_json: bool, no_lag: bool, end_time: str | None) -> None:
     """Leases (shard, owner, checkpoint, parents, stealer, last renewal), lag per shard, topic partitions."""
     from cdcbridge.bridge.status import collect_status, render_text
-    from cdcbridge.config import load_config, parse_end_time
+    from cdcbridge.config import parse_end_time
     from cdcbridge.observability.redaction import redact
 
-    config = load_config(config_path)
-    _configure_logging(config)
+    config = _load_config(config_path)
     cluster = collect_status(config, with_lag=not no_lag, end_time=parse_end_time(end_time) if end_time else None)
     click.echo(redact(json.dumps(cluster.as_dict(), indent=2) if as_json else render_text(cluster)))
 
@@ -366,10 +405,8 @@ def bench_report(ctx: click.Context, output: Path) -> None:
 def apply(config_path: Path, once: bool) -> None:
     """Run the Spark apply job: Kafka topics → dedup + ordered apply → the configured target."""
     from cdcbridge.apply.job import run_apply
-    from cdcbridge.config import load_config
 
-    config = load_config(config_path)
-    _configure_logging(config)
+    config = _load_config(config_path)
     summary = run_apply(config, once=once, stop_event=None if once else _stop_on_sigterm())
     for line in summary.lines():
         click.echo(line)
@@ -440,12 +477,10 @@ def demo(rows: int, operations: int, keep: bool) -> None:
 def main() -> None:
     """Entry point: click parses; our own errors become one line on stderr and exit code 1."""
     debug = "--debug" in sys.argv[1:] or os.environ.get("CDCBRIDGE_DEBUG")
-    # confluent-kafka's registry client imports authlib's httpx integration, which warns on every start.
-    warnings.filterwarnings("ignore", message="The httpx module is deprecated")
     from cdcbridge.observability.logs import quiet_noisy_loggers
     from cdcbridge.observability.redaction import redact
 
-    quiet_noisy_loggers()  # before the tablestore SDK is imported: it warns about its native codec at import
+    quiet_noisy_loggers()  # until a command configures logging: the SDKs' own error lines repeat our error
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
@@ -462,5 +497,5 @@ def main() -> None:
         if debug:  # the traceback too goes through redaction: frames may show a secret in an argument's repr
             click.echo(redact(traceback.format_exc()), err=True)
             sys.exit(1)
-        click.echo(f"error: {redact(str(error))}", err=True)
+        click.echo(f"error: {redact(_error_line(error))}", err=True)
         sys.exit(1)

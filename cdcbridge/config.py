@@ -7,8 +7,10 @@ Environment overrides: `CDCBRIDGE__<SECTION>__<FIELD>=value` (double underscores
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+import typing
 from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
@@ -352,16 +354,58 @@ def _apply_env_overrides(data: dict[str, Any], environ: Mapping[str, str]) -> di
 
 
 def _format_validation_error(error: ValidationError, origin: str) -> str:
+    """One problem per thing the user wrote wrong, without knock-on errors: a container's own error (`source.tables`
+    "at least 1 item") is dropped when an error inside it explains it, since pydantic counts a broken item as missing,
+    and so is a missing key whose misspelling is reported beside it."""
+    items = error.errors()
+    locations = [tuple(item["loc"]) for item in items]
+    suggestions = {
+        location: _closest_key(location) for item, location in zip(items, locations, strict=True)
+        if item["type"] == "extra_forbidden"
+    }  # fmt: skip
+    misspelt = {(*location[:-1], key) for location, key in suggestions.items() if key}
     problems = []
-    for item in error.errors():
-        location = ".".join(str(part) for part in item["loc"]) or "(top level)"
+    for item, location in zip(items, locations, strict=True):
+        if any(len(other) > len(location) and other[: len(location)] == location for other in locations):
+            continue
         message = item["msg"]
         if item["type"] == "extra_forbidden":
-            message = "unknown key; check the spelling against the configuration reference in README.md"
+            key = suggestions[location]
+            message = f"unknown key; did you mean {key!r}?" if key else _UNKNOWN_KEY
         elif item["type"] == "missing":
+            if location in misspelt:
+                continue
             message = "required field is missing"
-        problems.append(f"{location}: {message}")
+        problems.append(f"{'.'.join(str(part) for part in location) or '(top level)'}: {message}")
     return f"invalid configuration in {origin}: " + "; ".join(problems)
+
+
+_UNKNOWN_KEY = "unknown key; check the spelling against the configuration reference in README.md"
+
+
+def _closest_key(location: tuple[str | int, ...]) -> str | None:
+    """The known key of the section that an unknown key most likely misspells, if one is close enough."""
+    section = _section_model(location[:-1])
+    known = list(section.model_fields) if section is not None else []
+    close = difflib.get_close_matches(str(location[-1]), known, n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def _section_model(location: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The model that validates the mapping at `location` (list indexes skipped), or None if there is none."""
+    model: type[BaseModel] = BridgeConfig
+    for part in location:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        candidates = [field.annotation, *typing.get_args(field.annotation)]
+        nested = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
+        if not nested:
+            return None
+        model = nested[0]
+    return model
 
 
 def parse_config(

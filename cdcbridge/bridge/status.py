@@ -144,7 +144,7 @@ def collect_status(config: BridgeConfig, *, with_lag: bool = True, end_time: dat
             for table in source.tables
             for t in table.topics(prefix=config.kafka.topic_prefix, table=table.name).values()
         ]
-        actual_counts = TopicAdmin(config.kafka.client_config(), timeout=5).partition_counts(names)
+        actual_counts = TopicAdmin(config.kafka.client_config(), timeout=5, quiet=True).partition_counts(names)
     except Exception as error:  # status must still show the leases when Kafka is down
         status.errors.append(f"Kafka: {error}")
     for table in source.tables:

@@ -10,6 +10,7 @@ is compared with the source row by row. Exit code 0 only if they are equal.
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import subprocess
@@ -17,12 +18,12 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import click
 import yaml
 
 from cdcbridge.changes import ChangeRecord
@@ -46,6 +47,8 @@ class DemoSummary:
     duplicates_absorbed: int = 0
     events: list[str] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
+    #: Where everything but these lines went: this process and Spark, each worker, each stack service.
+    logs: list[Path] = field(default_factory=list)
 
     @property
     def check_passed(self) -> bool:
@@ -65,7 +68,42 @@ class DemoSummary:
             "check                  "
             + ("PASSED: the Delta table equals the source table row by row" if self.check_passed else "FAILED"),
             *(f"  mismatch: {m}" for m in self.mismatches[:10]),
+            *_log_lines(self.logs),
         ]
+
+
+def _log_lines(logs: list[Path]) -> list[str]:
+    """The log files, under the folder of the first (the work folder)."""
+    if not logs:
+        return []
+    root = logs[0].parent
+    return [
+        f"logs                   {root}/",
+        *(f"  {p.relative_to(root) if p.is_relative_to(root) else p}" for p in logs),
+    ]
+
+
+@contextmanager
+def _terminal_kept_for_echo(log_path: Path) -> Iterator[Callable[[str], None]]:
+    """Send the process's stdout and stderr to `log_path` at the file-descriptor level, so the Spark JVM, librdkafka,
+    warnings and log records started meanwhile write there too; yield an echo that still reaches the terminal."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    terminal = os.fdopen(os.dup(saved[0]), "w", buffering=1)
+    with log_path.open("ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+    try:
+        yield lambda line: print(line, file=terminal, flush=True)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
+        terminal.close()
 
 
 def emulator_admin(emulator_url: str, path: str, body: dict[str, Any] | None = None, *,
@@ -316,15 +354,30 @@ def _messages_in(endpoints: StackEndpoints, topic: str) -> int:
 
 def run_demo(*, rows: int = 300, operations: int = 3000, seed: int = 7, keep: bool = False,
              timeout: float = 300.0) -> DemoSummary:  # fmt: skip
+    """Run the demo; the terminal gets its progress lines only, everything else goes to the log files the summary
+    names (on a failure they are named before the error)."""
+    work = Path(tempfile.mkdtemp(prefix="cdcbridge-demo-"))
+    summary = DemoSummary(logs=[work / "demo.log"])
+    with _terminal_kept_for_echo(summary.logs[0]) as echo:
+        try:
+            return _run_demo(work, summary, echo, rows=rows, operations=operations, seed=seed, keep=keep,
+                             timeout=timeout)  # fmt: skip
+        except BaseException:
+            for line in _log_lines(summary.logs):
+                echo(line)
+            raise
+
+
+def _run_demo(work: Path, summary: DemoSummary, echo: Callable[[str], None], *, rows: int, operations: int,
+              seed: int, keep: bool, timeout: float) -> DemoSummary:  # fmt: skip
     from cdcbridge.apply.spark.session import build_spark_session
     from cdcbridge.config import load_config
     from cdcbridge.tablestore import StreamClient, build_ots_client
 
-    work = Path(tempfile.mkdtemp(prefix="cdcbridge-demo-"))
-    summary = DemoSummary()
     stack = LocalStack(work / "stack")
-    click.echo(f"starting Kafka, Apicurio Registry and the Tablestore emulator (work folder {work})")
+    echo(f"starting Kafka, Apicurio Registry and the Tablestore emulator (work folder {work})")
     endpoints = stack.up(StackPorts(0, 0, 0, 0), increments_as_deltas=True)
+    summary.logs += [Path(str(info["log"])) for info in stack.status().values()]
     workers: list[WorkerProcess] = []
     try:
         assert endpoints.emulator_url is not None
@@ -339,8 +392,9 @@ def run_demo(*, rows: int = 300, operations: int = 3000, seed: int = 7, keep: bo
         stream_id = streams.describe_table_stream(TABLE).stream_id
         config_path = _write_config(work, endpoints)
         config = load_config(config_path)
-        click.echo("starting two bridge workers (cdcbridge run)")
+        echo("starting two bridge workers (cdcbridge run)")
         workers = [WorkerProcess(config_path, f"demo-worker-{i}", work) for i in (1, 2)]
+        summary.logs += [worker.log_path for worker in workers]
         for worker in workers:
             worker.start()
 
@@ -368,12 +422,12 @@ def run_demo(*, rows: int = 300, operations: int = 3000, seed: int = 7, keep: bo
 
         milestones = {operations * 3 // 10: split, operations // 2: kill, operations * 6 // 10: restart,
                       operations * 7 // 10: merge}  # fmt: skip
-        click.echo(f"writing {operations} operations over {rows} rows (split, kill -9, restart and merge midway)")
+        echo(f"writing {operations} operations over {rows} rows (split, kill -9, restart and merge midway)")
         started = time.monotonic()
         summary.operations = _traffic(ots, rows, operations, seed, milestones)
         summary.traffic_seconds = time.monotonic() - started
 
-        click.echo("running the Spark apply job into Delta Lake until the target equals the source")
+        echo("running the Spark apply job into Delta Lake until the target equals the source")
         source = read_source_rows(ots)
         spark = build_spark_session("cdcbridge-demo")
         try:

@@ -12,6 +12,7 @@ per-message hot path: a Prometheus counter and histogram update per message woul
 from __future__ import annotations
 
 import bisect
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -188,6 +189,11 @@ def producer_config(overrides: Mapping[str, object] | None = None) -> dict[str, 
     return config
 
 
+#: librdkafka's own lines of the sink's producer: through Python logging (delivered by the poll thread), so they carry
+#: the process's format (text or JSON), pass redaction and never print after the process is done with Kafka.
+LIBRDKAFKA_LOGGER = logging.getLogger("cdcbridge.kafka.librdkafka")
+
+
 def _too_large(topic: str, key: str, size: int) -> MessageTooLargeError:
     return MessageTooLargeError(
         f"message for key {key!r} on topic {topic} is {size} bytes, more than Kafka accepts; raise the topic's "
@@ -254,7 +260,7 @@ class KafkaSink:
 
     def __init__(self, config: Mapping[str, object], *, stats: DeliveryStats | None = None) -> None:
         self.stats = stats if stats is not None else DeliveryStats()
-        self._producer = Producer(producer_config(config))
+        self._producer = Producer({**producer_config(config), "logger": LIBRDKAFKA_LOGGER})
         self._stop = threading.Event()
         self._poller = threading.Thread(target=self._poll_loop, name="kafka-delivery", daemon=True)
         self._poller.start()

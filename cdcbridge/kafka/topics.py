@@ -67,12 +67,28 @@ def _refused(doing: str, topic: str, spec: TopicSpec | None, error: KafkaExcepti
     )
 
 
+class _DiscardLogs:
+    """A `logger` for librdkafka that drops every line (confluent-kafka calls ``log(level, fmt, *args)``)."""
+
+    def log(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+_DISCARD_LIBRDKAFKA_LOGS = _DiscardLogs()
+
+
 class TopicAdmin:
     """Thin policy layer over confluent-kafka's AdminClient."""
 
-    def __init__(self, client_config: Mapping[str, str], timeout: float = 30.0) -> None:
+    def __init__(self, client_config: Mapping[str, str], timeout: float = 30.0, *, quiet: bool = False) -> None:
+        """`quiet`: for a caller that reports a failure in its own words (a one-shot command such as `status`), so
+        librdkafka's own lines ("Connect to ... failed") are not printed beside it; a worker keeps them, they say why
+        a broker refuses it (e.g. a failed SASL handshake)."""
+        settings: dict[str, object] = dict(client_config)
+        if quiet:
+            settings.update(log_level=0, logger=_DISCARD_LIBRDKAFKA_LOGS)
         try:
-            self._admin = AdminClient(dict(client_config))
+            self._admin = AdminClient(settings)
         except KafkaException as error:  # librdkafka checks settings (and reads CA / key files) right here
             raise KafkaClientConfigError(
                 f"the Kafka client settings are unusable: {error.args[0].str()}; check kafka.bootstrap_servers and "
@@ -87,7 +103,7 @@ class TopicAdmin:
             metadata = self._admin.list_topics(timeout=self._timeout)
         except KafkaException as error:
             raise BrokerUnreachableError(
-                f"no Kafka broker answered at {self._bootstrap} within {self._timeout:.0f}s ({error.args[0]}); "
+                f"no Kafka broker answered at {self._bootstrap} within {self._timeout:.0f}s ({error.args[0].str()}); "
                 "check kafka.bootstrap_servers, that the brokers run, and that kafka.security matches their "
                 "listener (protocol, SASL mechanism and credentials, CA)"
             ) from error

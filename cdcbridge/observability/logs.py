@@ -41,9 +41,15 @@ LOG_FORMATS = ("text", "json")
 _LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARNING": logging.WARNING, "ERROR": logging.ERROR}
 _LEVELS |= {"WARN": logging.WARNING, "CRITICAL": logging.CRITICAL}
 
-#: Third-party loggers that are loud at INFO/WARNING: the tablestore SDK warns "Native C++ encoder not available"
-#: at import and logs every request at DEBUG; py4j chatters through every Spark call; urllib3 warns on each retry.
-NOISY_LOGGERS = ("tablestore", "tablestore-client", "py4j", "urllib3")
+#: Third-party loggers that are loud, and the level they are held at unless the log level is DEBUG. The tablestore SDK
+#: logs every failed request at ERROR and raises it too: we map that error to our own message, so its line would only
+#: repeat it (in a worse form) beside ours. py4j chatters through every Spark call; urllib3 warns on each retry.
+NOISY_LOGGERS: dict[str, int] = {
+    "tablestore": logging.CRITICAL,
+    "tablestore-client": logging.CRITICAL,
+    "py4j": logging.ERROR,
+    "urllib3": logging.ERROR,
+}
 
 # Attributes every LogRecord has; anything else on a record came from ``extra=``.
 _STANDARD_RECORD_ATTRS = frozenset(vars(logging.LogRecord("x", logging.INFO, "x", 0, "x", None, None))) | {
@@ -137,11 +143,10 @@ def _parse_level(level: str | int) -> int:
 
 
 def quiet_noisy_loggers(level: str | int = "INFO") -> None:
-    """Set :data:`NOISY_LOGGERS` to ERROR, or back to inheriting when ``level`` is DEBUG. Call it before importing
-    the tablestore SDK to keep its import-time warning out of the output."""
+    """Hold :data:`NOISY_LOGGERS` at their quiet levels, or let them inherit again when ``level`` is DEBUG."""
     quiet = _parse_level(level) > logging.DEBUG
-    for name in NOISY_LOGGERS:
-        logging.getLogger(name).setLevel(logging.ERROR if quiet else logging.NOTSET)
+    for name, quiet_level in NOISY_LOGGERS.items():
+        logging.getLogger(name).setLevel(quiet_level if quiet else logging.NOTSET)
 
 
 def configure_logging(level: str | int = "INFO", fmt: str = "text", stream: TextIO | None = None) -> logging.Handler:

@@ -8,9 +8,19 @@ what to do; they never contain credentials (the SDK errors we wrap carry none ei
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from tablestore.error import OTSClientError, OTSServiceError
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    HTTPError,
+    MaxRetryError,
+    NameResolutionError,
+    NewConnectionError,
+    ProtocolError,
+    ReadTimeoutError,
+)
 
 
 class StreamError(Exception):
@@ -151,10 +161,84 @@ def map_sdk_error(
             "machine clock (responses more than 15 minutes off are refused), then retry",
             http_status=error.get_http_status(),
         )
+    failure = transport_failure(error)
+    if failure is not None:
+        fix = "the endpoint and that Tablestore runs there" if failure.connecting else "the network to Tablestore"
+        return ConnectionFailedError(f"{failure.describe()} during {api} on {subject}; check {fix}, then retry")
     return ConnectionFailedError(
         f"{api} on {subject} failed to reach Tablestore: {type(error).__name__}: {error}. Check the endpoint and the "
         "network, then retry"
     )
+
+
+@dataclass(frozen=True)
+class TransportFailure:
+    """A request to Tablestore that got no answer: where it went (when known) and why, in words a user reads."""
+
+    endpoint: str | None
+    reason: str
+    #: True when no connection was made at all (refused, unknown host, connect timeout): the endpoint is the suspect.
+    connecting: bool
+
+    def describe(self) -> str:
+        where = f"Tablestore at {self.endpoint}" if self.endpoint else "Tablestore"
+        verb = "cannot reach" if self.connecting else "lost the connection to"
+        return f"{verb} {where} ({self.reason})"
+
+
+def transport_failure(error: BaseException) -> TransportFailure | None:
+    """The transport failure in `error` or in the errors that caused it (urllib3, which the SDK sends through, wraps
+    the socket error in MaxRetryError; our own wrappers chain it), or None when a response did arrive."""
+    endpoint: str | None = None
+    for link in _chain(error):
+        if isinstance(link, MaxRetryError | ReadTimeoutError) and link.pool is not None and endpoint is None:
+            endpoint = _pool_url(link.pool)
+        if isinstance(link, NewConnectionError):
+            if endpoint is None:
+                endpoint = _pool_url(link.conn)
+            return TransportFailure(endpoint, _connect_reason(link), connecting=True)
+        if isinstance(link, ConnectTimeoutError):
+            return TransportFailure(endpoint, "connection timed out", connecting=True)
+        if isinstance(link, ReadTimeoutError):
+            return TransportFailure(endpoint, "no answer within the socket timeout", connecting=False)
+        if isinstance(link, ProtocolError):
+            return TransportFailure(endpoint, "the connection closed in the middle of a request", connecting=False)
+        if isinstance(link, ConnectionRefusedError):
+            return TransportFailure(endpoint, "connection refused", connecting=True)
+        if isinstance(link, OSError) and not isinstance(link, HTTPError):
+            return TransportFailure(endpoint, link.strerror or str(link) or type(link).__name__, connecting=False)
+    return None
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """`error`, then what it wraps: a MaxRetryError's reason, then each __cause__ / __context__ (no cycles)."""
+    found: list[BaseException] = []
+    pending: list[object] = [error]
+    while pending:
+        link = pending.pop(0)
+        if not isinstance(link, BaseException) or any(link is seen for seen in found):
+            continue
+        found.append(link)
+        pending += [link.reason if isinstance(link, MaxRetryError) else None, link.__cause__, link.__context__]
+    return found
+
+
+def _pool_url(pool: Any) -> str | None:
+    host, port = getattr(pool, "host", None), getattr(pool, "port", None)
+    if not host:
+        return None
+    scheme = getattr(pool, "scheme", None) or ("https" if type(pool).__name__.startswith("HTTPS") else "http")
+    return f"{scheme}://{host}:{port}" if port else f"{scheme}://{host}"
+
+
+def _connect_reason(error: NewConnectionError) -> str:
+    if isinstance(error, NameResolutionError):
+        return "host name not found"
+    cause = next((c for c in _chain(error)[1:] if isinstance(c, OSError) and c.strerror), None)
+    if cause is not None:
+        return cause.strerror.lower()
+    text = str(error).rsplit("Failed to establish a new connection: ", 1)[-1]
+    return re.sub(r"^\[Errno -?\d+\] ", "", text).lower()
 
 
 def _map_service_error(

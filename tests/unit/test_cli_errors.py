@@ -6,6 +6,9 @@ import sys
 
 import click
 import pytest
+from urllib3 import HTTPConnectionPool
+from urllib3.connection import HTTPConnection
+from urllib3.exceptions import MaxRetryError, NewConnectionError
 
 from cdcbridge import cli
 from cdcbridge.observability.redaction import register_secret
@@ -42,3 +45,50 @@ def test_click_usage_errors_keep_their_own_exit_code(monkeypatch: pytest.MonkeyP
     with pytest.raises(SystemExit) as exited:
         cli.main()
     assert exited.value.code == 2
+
+
+def _refused(host: str, port: int) -> MaxRetryError:
+    """What urllib3 (under the tablestore SDK) raises when nothing listens at host:port."""
+    refused = NewConnectionError(HTTPConnection(host, port), "Failed to establish a new connection: [Errno 111] "
+                                 "Connection refused")  # fmt: skip
+    refused.__cause__ = ConnectionRefusedError(111, "Connection refused")
+    return MaxRetryError(HTTPConnectionPool(host, port), "/DescribeTable", refused)
+
+
+def _wrapped(cause: BaseException) -> Exception:
+    try:
+        try:
+            raise cause
+        except BaseException as error:
+            raise RuntimeError(f"could not describe the status table ('cdcbridge_status'): {error!r}") from error
+    except RuntimeError as outer:
+        return outer
+
+
+@pytest.mark.parametrize(
+    ("endpoints", "expected"),
+    [
+        ({"source.endpoint": "http://127.0.0.1:8900"}, "check source.endpoint"),
+        (
+            {"source.endpoint": "http://ots.example:80", "apply.tablestore_endpoint": "http://127.0.0.1:8900/"},
+            "check apply.tablestore_endpoint",
+        ),
+    ],
+)
+def test_an_unreachable_configured_endpoint_is_said_in_one_sentence_with_its_setting(
+    endpoints: dict[str, str], expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    known = {cli._endpoint_key(url): setting for setting, url in endpoints.items()}
+    monkeypatch.setattr(cli, "_TABLESTORE_ENDPOINTS", known)
+    line = cli._error_line(_wrapped(_refused("127.0.0.1", 8900)))
+    assert line == f"cannot reach Tablestore at http://127.0.0.1:8900 (connection refused): {expected} and that " \
+        "Tablestore runs there"  # fmt: skip
+
+
+def test_other_failures_keep_their_own_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An endpoint the configuration does not name, or a local OSError, is not reported as an unreachable Tablestore."""
+    monkeypatch.setattr(cli, "_TABLESTORE_ENDPOINTS", {cli._endpoint_key("http://127.0.0.1:8900"): "source.endpoint"})
+    elsewhere = _wrapped(_refused("127.0.0.1", 8081))
+    assert cli._error_line(elsewhere) == str(elsewhere)
+    local = _wrapped(PermissionError(13, "Permission denied"))
+    assert cli._error_line(local) == str(local)

@@ -18,8 +18,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+#: log4j2 settings of a local master's driver: Spark's WARN lines without those that ask nothing of a user.
+LOCAL_LOG4J2 = Path(__file__).with_name("log4j2-local.properties")
 #: JVM options of a local master's driver (``extra_conf`` may replace them).
-LOCAL_DRIVER_JAVA_OPTIONS = "-XX:+UseParallelGC"
+LOCAL_DRIVER_JAVA_OPTIONS = f"-XX:+UseParallelGC -Dlog4j2.configurationFile={LOCAL_LOG4J2.as_uri()}"
 
 
 def spark_jars(jars_dir: Path | None = None) -> list[str]:

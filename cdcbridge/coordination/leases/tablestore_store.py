@@ -50,6 +50,7 @@ from cdcbridge.coordination.leases.lease import (
     LeaseKey,
 )
 from cdcbridge.coordination.settings import CoordinationSettings
+from cdcbridge.tablestore.errors import transport_failure
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,12 @@ def _is_transient(exc: BaseException) -> bool:
         # was malformed (a programming or configuration error).
         return exc.get_http_status() is not None
     return isinstance(exc, OSError | HTTPError)
+
+
+def _transient_reason(exc: BaseException) -> str:
+    """A transport failure in words ("cannot reach Tablestore at URL (connection refused)"), anything else as is."""
+    failure = transport_failure(exc)
+    return failure.describe() if failure is not None else repr(exc)
 
 
 class TablestoreLeaseStore(ConditionalLeaseStore):
@@ -278,12 +285,12 @@ class TablestoreLeaseStore(ConditionalLeaseStore):
 
     def _read_error(self, what: str, exc: Exception) -> Exception:
         if _is_transient(exc):
-            return LeaseStoreUnavailableError(f"{what} in table {self._table!r}: {exc!r}")
+            return LeaseStoreUnavailableError(f"{what} in table {self._table!r}: {_transient_reason(exc)}")
         return self._store_error(what, exc)
 
     def _store_error(self, what: str, exc: BaseException) -> LeaseStoreError:
         if _is_transient(exc):
-            return LeaseStoreUnavailableError(f"could not {what} ({self._table!r}): {exc!r}")
+            return LeaseStoreUnavailableError(f"could not {what} ({self._table!r}): {_transient_reason(exc)}")
         return LeaseStoreError(
             f"could not {what} ({self._table!r}): {exc}; check the endpoint, instance, credentials and that the "
             "status table is not used by something else"

@@ -23,7 +23,8 @@ def _config(**kafka_security: object) -> dict[str, object]:
 @pytest.mark.parametrize(
     ("data", "names", "fix"),
     [
-        (_config(sasl_pasword="${SASL_PW}"), "kafka.security.sasl_pasword: unknown key", "check the spelling"),
+        (_config(sasl_pasword="${SASL_PW}"), "kafka.security.sasl_pasword: unknown key", "mean 'sasl_password'?"),
+        (_config(tls_enabled="${SASL_PW}"), "kafka.security.tls_enabled: unknown key", "check the spelling"),
         (_config(sasl_password={"value": "${SASL_PW}"}), "kafka.security.sasl_password: Input should be a", "string"),
         (_config(protocol="SASL_SSI", sasl_password="${SASL_PW}"), "kafka.security.protocol: Input", "'SASL_SSL'"),
         (_config(sasl_password="${NOT_EXPORTED}"), "kafka.security.sasl_password: environment variable", "export it"),

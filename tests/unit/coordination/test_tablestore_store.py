@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+import urllib3
+import urllib3.connection
 import urllib3.exceptions
 from tablestore import OTSClientError, OTSServiceError
 from tablestore.protobuf import table_store_filter_pb2 as filter_pb2
@@ -265,3 +267,23 @@ def test_from_settings_store_recovers_when_a_retry_gets_an_answer() -> None:
     assert [lease.shard_id for lease in store.list_leases(STREAM)] == ["shard-A"]
     assert tries[0] == 3
     assert clock.sleeps == [0.2, 0.4]
+
+
+def test_an_unreachable_status_table_says_where_and_why_without_urllib3s_repr() -> None:
+    refused = urllib3.exceptions.NewConnectionError(
+        urllib3.connection.HTTPConnection("127.0.0.1", 8900), "Failed to establish a new connection: refused"
+    )
+    refused.__cause__ = ConnectionRefusedError(111, "Connection refused")
+    unreachable = urllib3.exceptions.MaxRetryError(urllib3.HTTPConnectionPool("127.0.0.1", 8900), "/x", refused)
+
+    class Unreachable(FakeOTSClient):
+        def describe_table(self, table_name: str) -> object:
+            raise unreachable
+
+    with pytest.raises(LeaseStoreUnavailableError) as caught:
+        TablestoreLeaseStore(Unreachable(), "cdc_status", clock=FakeClock()).ensure_table()
+    assert str(caught.value) == (
+        "could not describe the status table ('cdc_status'): cannot reach Tablestore at http://127.0.0.1:8900 "
+        "(connection refused)"
+    )
+    assert caught.value.__cause__ is unreachable

@@ -7,7 +7,9 @@ import traceback
 
 import pytest
 from tablestore.error import OTSClientError, OTSServiceError
-from urllib3.exceptions import MaxRetryError
+from urllib3 import HTTPConnectionPool
+from urllib3.connection import HTTPConnection
+from urllib3.exceptions import ConnectTimeoutError, MaxRetryError, NameResolutionError, ReadTimeoutError
 
 from cdcbridge.tablestore.client import StreamClient
 from cdcbridge.tablestore.connection import build_ots_client
@@ -25,6 +27,7 @@ from cdcbridge.tablestore.errors import (
     ThrottledError,
     TrimmedDataError,
     map_sdk_error,
+    transport_failure,
 )
 from tests.unit.tablestore.conftest import ACCESS_KEY_ID, ACCESS_KEY_SECRET
 from tests.unit.tablestore.fake_tablestore import FakeTablestore, error_reply
@@ -136,13 +139,20 @@ def _closed_port() -> int:
 
 
 def test_an_unreachable_endpoint_is_a_connection_error() -> None:
+    """One sentence naming the endpoint and the fix, never urllib3's MaxRetryError(HTTPConnectionPool(...)) repr."""
+    port = _closed_port()
     client = StreamClient(
-        build_ots_client(f"http://127.0.0.1:{_closed_port()}", "cdcbridge", ACCESS_KEY_ID, ACCESS_KEY_SECRET),
+        build_ots_client(f"http://127.0.0.1:{port}", "cdcbridge", ACCESS_KEY_ID, ACCESS_KEY_SECRET),
         sleep=lambda _: None,
     )
-    with pytest.raises(ConnectionFailedError, match="Check the endpoint and the network") as caught:
+    with pytest.raises(ConnectionFailedError) as caught:
         client.list_stream("t")
     assert caught.value.retryable
+    assert str(caught.value) == (
+        f"cannot reach Tablestore at http://127.0.0.1:{port} (connection refused) during ListStream on table t; "
+        "check the endpoint and that Tablestore runs there, then retry"
+    )
+    assert "MaxRetryError" not in repr(caught.value) and "HTTPConnection" not in str(caught.value)
     assert ACCESS_KEY_SECRET not in _full_text(caught.value)
 
 
@@ -163,3 +173,28 @@ def test_unusable_client_settings_are_config_errors(
         build_ots_client(endpoint, instance, key_id, secret)
     if secret:
         assert secret not in _full_text(caught.value)
+
+
+_POOL = HTTPConnectionPool("ots.example", 8900)
+_CONN = HTTPConnection("ots.example", 8900)
+
+
+@pytest.mark.parametrize(
+    ("error", "described"),
+    [
+        (MaxRetryError(_POOL, "/x", NameResolutionError("ots.example", _CONN, socket.gaierror(-2, "Name or service "
+                                                                                                 "not known"))),
+         "cannot reach Tablestore at http://ots.example:8900 (host name not found)"),
+        (MaxRetryError(_POOL, "/x", ConnectTimeoutError(_CONN, "timed out")),
+         "cannot reach Tablestore at http://ots.example:8900 (connection timed out)"),
+        (ReadTimeoutError(_POOL, "/x", "read timed out"),
+         "lost the connection to Tablestore at http://ots.example:8900 (no answer within the socket timeout)"),
+        (ConnectionResetError(104, "Connection reset by peer"),
+         "lost the connection to Tablestore (Connection reset by peer)"),
+        (OTSServiceError(403, "OTSAuthFailed", "Signature mismatch."), None),
+        (ValueError("not a transport error"), None),
+    ],
+)  # fmt: skip
+def test_transport_failures_are_described_in_words(error: BaseException, described: str | None) -> None:
+    failure = transport_failure(error)
+    assert (failure.describe() if failure else None) == described
