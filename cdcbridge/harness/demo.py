@@ -9,14 +9,9 @@ is compared with the source row by row. Exit code 0 only if they are equal.
 
 from __future__ import annotations
 
-import json
 import random
-import signal
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +21,8 @@ import click
 import yaml
 
 from cdcbridge.changes import ChangeRecord
+from cdcbridge.harness.emulator_admin import EmulatorAdmin
+from cdcbridge.harness.processes import BridgeWorkerProcess
 from cdcbridge.harness.stack.stack import LocalStack, StackEndpoints, StackPorts
 
 TABLE = "accounts"
@@ -68,17 +65,6 @@ class DemoSummary:
         ]
 
 
-def emulator_admin(emulator_url: str, path: str, body: dict[str, Any] | None = None, *,
-                   method: str = "POST") -> dict[str, Any]:  # fmt: skip
-    """Call an admin endpoint of the emulator (`/_emulator/<path>`: split, merge, trim, faults) with a JSON body."""
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        f"{emulator_url}/_emulator/{path}", data=data, method=method, headers={"Content-Type": "application/json"},
-    )  # fmt: skip
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
-
-
 def _write_config(work: Path, endpoints: StackEndpoints) -> Path:
     config = {
         "source": {
@@ -112,61 +98,6 @@ def _write_config(work: Path, endpoints: StackEndpoints) -> Path:
     path = work / "cdcbridge.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
-
-
-class WorkerProcess:
-    """A `cdcbridge run` process with its log in the work folder (`<worker id>.log`)."""
-
-    def __init__(self, config: Path, worker_id: str, work: Path) -> None:
-        self.config, self.worker_id, self.work = config, worker_id, work
-        self.process: subprocess.Popen[bytes] | None = None
-        self.frozen = False
-
-    @property
-    def log_path(self) -> Path:
-        return self.work / f"{self.worker_id}.log"
-
-    @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def start(self) -> None:
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "cdcbridge", "run", "--config", str(self.config), "--worker-id", self.worker_id],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
-
-    def kill(self) -> None:
-        """kill -9: no drain, no checkpoint, no release."""
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait()
-        self.frozen = False
-
-    def freeze(self) -> None:
-        """SIGSTOP: the process keeps its leases on paper but stops renewing them (a zombie once they expire)."""
-        if self.alive:
-            assert self.process is not None
-            self.process.send_signal(signal.SIGSTOP)
-            self.frozen = True
-
-    def thaw(self) -> None:
-        """SIGCONT after `freeze`."""
-        if self.alive and self.frozen:
-            assert self.process is not None
-            self.process.send_signal(signal.SIGCONT)
-        self.frozen = False
-
-    def stop(self) -> None:
-        """SIGTERM (drain, checkpoint, release), SIGKILL if it does not end within 60 s."""
-        self.thaw()
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 def _traffic(ots: Any, rows: int, operations: int, seed: int, milestones: dict[int, Callable[[], None]]) -> int:
@@ -325,7 +256,7 @@ def run_demo(*, rows: int = 300, operations: int = 3000, seed: int = 7, keep: bo
     stack = LocalStack(work / "stack")
     click.echo(f"starting Kafka, Apicurio Registry and the Tablestore emulator (work folder {work})")
     endpoints = stack.up(StackPorts(0, 0, 0, 0), increments_as_deltas=True)
-    workers: list[WorkerProcess] = []
+    workers: list[BridgeWorkerProcess] = []
     try:
         assert endpoints.emulator_url is not None
         ots = build_ots_client(endpoints.emulator_url, "cdcbridge", "emulator-id", "emulator-secret")
@@ -340,7 +271,8 @@ def run_demo(*, rows: int = 300, operations: int = 3000, seed: int = 7, keep: bo
         config_path = _write_config(work, endpoints)
         config = load_config(config_path)
         click.echo("starting two bridge workers (cdcbridge run)")
-        workers = [WorkerProcess(config_path, f"demo-worker-{i}", work) for i in (1, 2)]
+        workers = [BridgeWorkerProcess(config_path, f"demo-worker-{i}", work / f"demo-worker-{i}.log") for i in (1, 2)]
+        admin = EmulatorAdmin(endpoints.emulator_url)
         for worker in workers:
             worker.start()
 
@@ -348,9 +280,7 @@ def run_demo(*, rows: int = 300, operations: int = 3000, seed: int = 7, keep: bo
 
         def split() -> None:
             shard = streams.list_all_shards(stream_id)[0].shard_id
-            children.extend(
-                emulator_admin(endpoints.emulator_url, "split", {"table": TABLE, "shard_id": shard})["children"]
-            )
+            children.extend(admin.split(TABLE, shard))
             summary.events.append(f"split {shard} into {', '.join(children)}")
 
         def kill() -> None:
@@ -362,8 +292,7 @@ def run_demo(*, rows: int = 300, operations: int = 3000, seed: int = 7, keep: bo
             summary.events.append(f"restarted {workers[0].worker_id}")
 
         def merge() -> None:
-            body = {"table": TABLE, "shard_id": children[0], "sibling_shard_id": children[1]}
-            child = emulator_admin(endpoints.emulator_url, "merge", body)["child"]
+            child = admin.merge(TABLE, children[0], children[1])
             summary.events.append(f"merged {children[0]} and {children[1]} into {child}")
 
         milestones = {operations * 3 // 10: split, operations // 2: kill, operations * 6 // 10: restart,
