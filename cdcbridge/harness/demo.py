@@ -9,15 +9,11 @@ is compared with the source row by row. Exit code 0 only if they are equal.
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +23,8 @@ from typing import Any
 import yaml
 
 from cdcbridge.changes import ChangeRecord
+from cdcbridge.harness.emulator_admin import EmulatorAdmin
+from cdcbridge.harness.processes import BridgeWorkerProcess
 from cdcbridge.harness.stack.stack import LocalStack, StackEndpoints, StackPorts
 
 TABLE = "accounts"
@@ -106,17 +104,6 @@ def _terminal_kept_for_echo(log_path: Path) -> Iterator[Callable[[str], None]]:
         terminal.close()
 
 
-def emulator_admin(emulator_url: str, path: str, body: dict[str, Any] | None = None, *,
-                   method: str = "POST") -> dict[str, Any]:  # fmt: skip
-    """Call an admin endpoint of the emulator (`/_emulator/<path>`: split, merge, trim, faults) with a JSON body."""
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        f"{emulator_url}/_emulator/{path}", data=data, method=method, headers={"Content-Type": "application/json"},
-    )  # fmt: skip
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
-
-
 def _write_config(work: Path, endpoints: StackEndpoints) -> Path:
     config = {
         "source": {
@@ -150,61 +137,6 @@ def _write_config(work: Path, endpoints: StackEndpoints) -> Path:
     path = work / "cdcbridge.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
-
-
-class WorkerProcess:
-    """A `cdcbridge run` process with its log in the work folder (`<worker id>.log`)."""
-
-    def __init__(self, config: Path, worker_id: str, work: Path) -> None:
-        self.config, self.worker_id, self.work = config, worker_id, work
-        self.process: subprocess.Popen[bytes] | None = None
-        self.frozen = False
-
-    @property
-    def log_path(self) -> Path:
-        return self.work / f"{self.worker_id}.log"
-
-    @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def start(self) -> None:
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "cdcbridge", "run", "--config", str(self.config), "--worker-id", self.worker_id],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
-
-    def kill(self) -> None:
-        """kill -9: no drain, no checkpoint, no release."""
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait()
-        self.frozen = False
-
-    def freeze(self) -> None:
-        """SIGSTOP: the process keeps its leases on paper but stops renewing them (a zombie once they expire)."""
-        if self.alive:
-            assert self.process is not None
-            self.process.send_signal(signal.SIGSTOP)
-            self.frozen = True
-
-    def thaw(self) -> None:
-        """SIGCONT after `freeze`."""
-        if self.alive and self.frozen:
-            assert self.process is not None
-            self.process.send_signal(signal.SIGCONT)
-        self.frozen = False
-
-    def stop(self) -> None:
-        """SIGTERM (drain, checkpoint, release), SIGKILL if it does not end within 60 s."""
-        self.thaw()
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 def _traffic(ots: Any, rows: int, operations: int, seed: int, milestones: dict[int, Callable[[], None]]) -> int:
@@ -378,7 +310,7 @@ def _run_demo(work: Path, summary: DemoSummary, echo: Callable[[str], None], *, 
     echo(f"starting Kafka, Apicurio Registry and the Tablestore emulator (work folder {work})")
     endpoints = stack.up(StackPorts(0, 0, 0, 0), increments_as_deltas=True)
     summary.logs += [Path(str(info["log"])) for info in stack.status().values()]
-    workers: list[WorkerProcess] = []
+    workers: list[BridgeWorkerProcess] = []
     try:
         assert endpoints.emulator_url is not None
         ots = build_ots_client(endpoints.emulator_url, "cdcbridge", "emulator-id", "emulator-secret")
@@ -393,8 +325,9 @@ def _run_demo(work: Path, summary: DemoSummary, echo: Callable[[str], None], *, 
         config_path = _write_config(work, endpoints)
         config = load_config(config_path)
         echo("starting two bridge workers (cdcbridge run)")
-        workers = [WorkerProcess(config_path, f"demo-worker-{i}", work) for i in (1, 2)]
+        workers = [BridgeWorkerProcess(config_path, f"demo-worker-{i}", work / f"demo-worker-{i}.log") for i in (1, 2)]
         summary.logs += [worker.log_path for worker in workers]
+        admin = EmulatorAdmin(endpoints.emulator_url)
         for worker in workers:
             worker.start()
 
@@ -402,9 +335,7 @@ def _run_demo(work: Path, summary: DemoSummary, echo: Callable[[str], None], *, 
 
         def split() -> None:
             shard = streams.list_all_shards(stream_id)[0].shard_id
-            children.extend(
-                emulator_admin(endpoints.emulator_url, "split", {"table": TABLE, "shard_id": shard})["children"]
-            )
+            children.extend(admin.split(TABLE, shard))
             summary.events.append(f"split {shard} into {', '.join(children)}")
 
         def kill() -> None:
@@ -416,8 +347,7 @@ def _run_demo(work: Path, summary: DemoSummary, echo: Callable[[str], None], *, 
             summary.events.append(f"restarted {workers[0].worker_id}")
 
         def merge() -> None:
-            body = {"table": TABLE, "shard_id": children[0], "sibling_shard_id": children[1]}
-            child = emulator_admin(endpoints.emulator_url, "merge", body)["child"]
+            child = admin.merge(TABLE, children[0], children[1])
             summary.events.append(f"merged {children[0]} and {children[1]} into {child}")
 
         milestones = {operations * 3 // 10: split, operations // 2: kill, operations * 6 // 10: restart,

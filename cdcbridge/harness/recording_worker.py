@@ -14,7 +14,6 @@ CoordinationStats whenever they change (steal requests, transfers, ...).
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -26,10 +25,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from collections.abc import Sequence as Seq
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
+
+import click
 
 from cdcbridge.changes import ChangeRecord, Sequence
 from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
@@ -374,41 +375,59 @@ def build_settings(status_table: str, timings: str, overrides: dict[str, Any]) -
     return CoordinationSettings(**{**base, **overrides, "status_table": status_table})
 
 
-def _parse_args(argv: Seq[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m cdcbridge.harness.recording_worker",
-        description="Run one coordination worker whose processor journals every delivered record to SQLite.",
-    )
-    parser.add_argument("--endpoint", "--emulator", dest="endpoint", required=True, help="Tablestore endpoint URL")
-    parser.add_argument("--instance", default="cdcbridge")
-    parser.add_argument("--access-key-id", default="emulator-id")
-    parser.add_argument("--access-key-secret", default="emulator-secret")
-    parser.add_argument("--table", required=True, help="source table (with a stream)")
-    parser.add_argument("--status-table", required=True, help="lease status table")
-    parser.add_argument("--worker-id", required=True)
-    parser.add_argument("--db", type=Path, required=True, help="SQLite journal of this process")
-    parser.add_argument("--timings", choices=("fast", "default"), default="fast")
-    parser.add_argument("--settings-json", default="{}", help="CoordinationSettings overrides as a JSON object")
-    parser.add_argument("--checkpoint-every", type=int, default=1, help="checkpoint every N-th batch")
-    parser.add_argument("--ack-delay", type=float, default=0.0, help="confirm batches this many seconds later")
-    parser.add_argument("--process-delay", type=float, default=0.0, help="sleep per batch (seconds)")
-    parser.add_argument("--shutdown-delay", type=float, default=0.0, help="sleep before the final checkpoint")
-    parser.add_argument("--version-column", default="v")
-    parser.add_argument(
-        "--start-at", type=float, default=None, help="wall time (epoch s) to start at, so several workers race"
-    )
-    args = parser.parse_args(argv)
-    if args.checkpoint_every < 1:
-        parser.error("--checkpoint-every must be at least 1")
-    return args
+@dataclass(frozen=True)
+class WorkerOptions:
+    """How to run one recording worker process: the options of its command line, as data."""
+
+    timings: str = "fast"
+    settings: dict[str, Any] = field(default_factory=dict)
+    checkpoint_every: int = 1
+    ack_delay: float = 0.0
+    process_delay: float = 0.0
+    shutdown_delay: float = 0.0
+    version_column: str = "v"
+    #: Wall time at which the worker starts working (after its imports), so processes can start at one instant.
+    start_at: float | None = None
+
+    def argv(self, *, endpoint: str, table: str, status_table: str, worker_id: str, db: Path) -> list[str]:
+        """The command line of `python -m cdcbridge.harness.recording_worker` with these options."""
+        argv = [
+            sys.executable, "-m", "cdcbridge.harness.recording_worker", "--endpoint", endpoint, "--table", table,
+            "--status-table", status_table, "--worker-id", worker_id, "--db", str(db), "--timings", self.timings,
+            "--settings-json", json.dumps(self.settings), "--checkpoint-every", str(self.checkpoint_every),
+            "--ack-delay", str(self.ack_delay), "--process-delay", str(self.process_delay),
+            "--shutdown-delay", str(self.shutdown_delay), "--version-column", self.version_column,
+        ]  # fmt: skip
+        if self.start_at is not None:
+            argv += ["--start-at", repr(self.start_at)]
+        return argv
 
 
-def main(argv: Seq[str] | None = None) -> int:
-    args = _parse_args(argv)
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--endpoint", "--emulator", "endpoint", required=True, help="Tablestore endpoint URL.")
+@click.option("--instance", default="cdcbridge", show_default=True)
+@click.option("--access-key-id", default="emulator-id", show_default=True)
+@click.option("--access-key-secret", default="emulator-secret", show_default=True)
+@click.option("--table", required=True, help="Source table (with a stream).")
+@click.option("--status-table", required=True, help="Lease status table.")
+@click.option("--worker-id", required=True)
+@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), required=True, help="SQLite journal.")
+@click.option("--timings", type=click.Choice(["fast", "default"]), default="fast", show_default=True)
+@click.option("--settings-json", default="{}", help="CoordinationSettings overrides as a JSON object.")
+@click.option("--checkpoint-every", type=click.IntRange(min=1), default=1, help="Checkpoint every N-th batch.")
+@click.option("--ack-delay", type=float, default=0.0, help="Confirm batches this many seconds later.")
+@click.option("--process-delay", type=float, default=0.0, help="Sleep per batch (seconds).")
+@click.option("--shutdown-delay", type=float, default=0.0, help="Sleep before the final checkpoint (seconds).")
+@click.option("--version-column", default="v", show_default=True)
+@click.option("--start-at", type=float, default=None, help="Wall time (epoch s) to start at, so several workers race.")
+def main(
+    endpoint: str, instance: str, access_key_id: str, access_key_secret: str, table: str, status_table: str,
+    worker_id: str, db: Path, timings: str, settings_json: str, checkpoint_every: int, ack_delay: float,
+    process_delay: float, shutdown_delay: float, version_column: str, start_at: float | None,
+) -> None:  # fmt: skip
+    """Run one coordination worker whose processor journals every delivered record to SQLite."""
     logging.basicConfig(
-        level=logging.INFO,
-        format=f"%(asctime)s {args.worker_id} %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
+        level=logging.INFO, format=f"%(asctime)s {worker_id} %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     # Imported here: they pull in the Tablestore SDK, which the journal reader does not need.
     from cdcbridge.coordination.leases.tablestore_store import TablestoreLeaseStore
@@ -416,13 +435,13 @@ def main(argv: Seq[str] | None = None) -> int:
     from cdcbridge.coordination.worker import Worker
     from cdcbridge.tablestore import StreamClient, build_ots_client
 
-    settings = build_settings(args.status_table, args.timings, json.loads(args.settings_json))
+    settings = build_settings(status_table, timings, json.loads(settings_json))
     policy = RecordingPolicy(
-        checkpoint_every=args.checkpoint_every,
-        ack_delay_seconds=args.ack_delay,
-        process_delay_seconds=args.process_delay,
-        shutdown_delay_seconds=args.shutdown_delay,
-        version_column=args.version_column,
+        checkpoint_every=checkpoint_every,
+        ack_delay_seconds=ack_delay,
+        process_delay_seconds=process_delay,
+        shutdown_delay_seconds=shutdown_delay,
+        version_column=version_column,
     )
     stop = threading.Event()
 
@@ -431,20 +450,20 @@ def main(argv: Seq[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    journal = JournalWriter(args.db, args.worker_id)
-    ots = build_ots_client(args.endpoint, args.instance, args.access_key_id, args.access_key_secret)
+    journal = JournalWriter(db, worker_id)
+    ots = build_ots_client(endpoint, instance, access_key_id, access_key_secret)
     streams = StreamClient(ots)
-    stream_id = streams.describe_table_stream(args.table).stream_id
+    stream_id = streams.describe_table_stream(table).stream_id
     worker = Worker(
-        worker_id=args.worker_id,
+        worker_id=worker_id,
         stream_id=stream_id,
         store=TablestoreLeaseStore(ots, settings.status_table),
-        stream=TablestoreStreamAccess(streams, args.table),
+        stream=TablestoreStreamAccess(streams, table),
         processor_factory=lambda: RecordingProcessor(journal, policy),
         settings=settings,
     )
-    if args.start_at is not None:
-        stop.wait(max(0.0, args.start_at - time.time()))
+    if start_at is not None:
+        stop.wait(max(0.0, start_at - time.time()))
     journal.record_event("", "worker_started", stream_id)
     reporter = threading.Thread(target=_report_stats, args=(worker, journal), name="recording-stats", daemon=True)
     reporter.start()
@@ -452,11 +471,10 @@ def main(argv: Seq[str] | None = None) -> int:
         worker.run(stop)
     except WorkerFencedError as exc:
         log.error("%s", exc)
-        return EXIT_FENCED
+        sys.exit(EXIT_FENCED)
     finally:
         journal.record_event("", "stats", json.dumps(worker.stats.snapshot()))
     journal.record_event("", "worker_stopped", "")
-    return 0
 
 
 def _report_stats(worker: Worker, journal: JournalWriter, every: float = 0.2) -> None:
@@ -471,4 +489,4 @@ def _report_stats(worker: Worker, journal: JournalWriter, every: float = 0.2) ->
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main(prog_name="python -m cdcbridge.harness.recording_worker")

@@ -20,6 +20,7 @@ from cdcbridge.bridge.app import BridgeStartError, start_bridge
 from cdcbridge.contract import TOMBSTONE_SEQ_KEY_HEADER
 from cdcbridge.emulator.server import EmulatorServer
 from cdcbridge.formats.keys import decode_key, java_partition
+from cdcbridge.harness.emulator_admin import EmulatorAdmin
 from cdcbridge.harness.stack.stack import StackEndpoints
 from cdcbridge.kafka.errors import TopicPartitionMismatchError
 from cdcbridge.tablestore import StreamClient
@@ -33,15 +34,6 @@ from tests.integration.bridge_helpers import (
 )
 
 IGNORE = Condition(RowExistenceExpectation.IGNORE)
-
-
-def _admin(emulator: EmulatorServer, path: str, body: dict) -> dict:
-    request = urllib.request.Request(
-        f"{emulator.url}/_emulator/{path}", data=json.dumps(body).encode(), method="POST",
-        headers={"Content-Type": "application/json"},
-    )  # fmt: skip
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())
 
 
 def _cells(message: ReadMessage) -> list[tuple[str, str, object]]:
@@ -130,10 +122,10 @@ def test_per_key_order_holds_across_a_split_and_a_merge(stack: StackEndpoints, e
     bridge = BridgeThread(config).start()
     try:
         write_round(0)
-        shard = _admin(emulator, "split", {"table": "counters", "shard_id": _shard_ids(emulator, "counters")[0]})
+        admin = EmulatorAdmin(emulator.url)
+        left, right = admin.split("counters", _shard_ids(emulator, "counters")[0])
         write_round(1)
-        left, right = shard["children"]
-        _admin(emulator, "merge", {"table": "counters", "shard_id": left, "sibling_shard_id": right})
+        admin.merge("counters", left, right)
         write_round(2)
         topic = f"{config.kafka.topic_prefix}.counters.mutation"
         messages = read_topic(stack, topic, until=lambda m: len(m) >= 3 * len(keys))
@@ -226,7 +218,7 @@ def test_status_shows_a_live_cluster(stack: StackEndpoints, emulator: EmulatorSe
     for i in range(30):
         ots.put_row("watched", Row([("id", i)], [("v", i)]), IGNORE)
     shard = _shard_ids(emulator, "watched")[0]
-    _admin(emulator, "split", {"table": "watched", "shard_id": shard})
+    EmulatorAdmin(emulator.url).split("watched", shard)
     first, second = BridgeThread(config, "worker-a").start(), BridgeThread(config, "worker-b").start()
     try:
         read_topic(stack, f"{config.kafka.topic_prefix}.watched.mutation", until=lambda m: len(m) >= 30)
@@ -256,7 +248,7 @@ def test_status_shows_a_live_cluster(stack: StackEndpoints, emulator: EmulatorSe
 def test_a_worker_exposes_prometheus_metrics(stack: StackEndpoints, emulator: EmulatorServer) -> None:
     import time
 
-    from cdcbridge.harness.stack.process import free_port
+    from cdcbridge.harness.processes import free_port
 
     ots = ots_client(emulator.url)
     create_stream_table(ots, "metered", [("id", "INTEGER")])

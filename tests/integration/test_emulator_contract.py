@@ -9,9 +9,7 @@ are checked; batch and range calls work; a caught-up read returns the same itera
 from __future__ import annotations
 
 import itertools
-import json
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -45,6 +43,7 @@ from tablestore import (
 from cdcbridge.changes import Cell, ChangeRecord, RecordAction
 from cdcbridge.contract import CellOp
 from cdcbridge.emulator.server import EmulatorServer
+from cdcbridge.harness.emulator_admin import EmulatorAdmin
 from cdcbridge.tablestore import (
     AuthError,
     ConnectionFailedError,
@@ -102,15 +101,8 @@ def streams(ots: OTSClient) -> StreamClient:
     return StreamClient(ots)
 
 
-def _admin(server: EmulatorServer, path: str, payload: dict[str, object]) -> dict[str, object]:
-    request = urllib.request.Request(
-        f"{server.url}/_emulator/{path}",
-        data=json.dumps(payload).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read() or b"{}")
+def _admin(server: EmulatorServer) -> EmulatorAdmin:
+    return EmulatorAdmin(server.url, timeout=10)
 
 
 def _now_ms() -> int:
@@ -322,7 +314,7 @@ def test_split_closes_the_parent_and_children_hold_later_changes(
 ) -> None:
     parent = _only_shard(streams, table)
     ots.put_row(table.name, Row(_pk("before"), [("v", 0)]))
-    children = _admin(emulator, "split", {"table": table.name, "shard_id": parent})["children"]
+    children = _admin(emulator).split(table.name, parent)
     assert isinstance(children, list) and len(children) == 2
     for key in KEYS:
         ots.put_row(table.name, Row(_pk(key), [("v", 1)]))
@@ -349,10 +341,8 @@ def test_split_closes_the_parent_and_children_hold_later_changes(
 def test_merge_makes_a_child_of_two_parents(
     emulator: EmulatorServer, ots: OTSClient, streams: StreamClient, table: StreamTable
 ) -> None:
-    first, second = _admin(emulator, "split", {"table": table.name, "shard_id": _only_shard(streams, table)})[
-        "children"
-    ]
-    merged = _admin(emulator, "merge", {"table": table.name, "shard_id": first, "sibling_shard_id": second})["child"]
+    first, second = _admin(emulator).split(table.name, _only_shard(streams, table))
+    merged = _admin(emulator).merge(table.name, first, second)
     for key in KEYS[:5]:
         ots.put_row(table.name, Row(_pk(key), [("v", 1)]))
 
@@ -370,7 +360,7 @@ def test_trimmed_positions_raise_trimmed_data(
     shard = _only_shard(streams, table)
     oldest = streams.get_shard_iterator(table.stream_id, shard)
     ots.put_row(table.name, Row(_pk("old"), [("v", 1)]))
-    _admin(emulator, "trim", {"table": table.name, "before_ms": _now_ms() + 1})
+    _admin(emulator).trim(table.name, _now_ms() + 1)
 
     with pytest.raises(TrimmedDataError):
         streams.get_stream_record(oldest, table=table.name, shard_id=shard)
@@ -525,7 +515,7 @@ def faults(emulator: EmulatorServer) -> Iterator[None]:
     try:
         yield
     finally:
-        _admin(emulator, "faults", {"rules": []})
+        _admin(emulator).clear_faults()
 
 
 def test_transient_faults_are_retried_and_persistent_ones_typed(
@@ -538,17 +528,17 @@ def test_transient_faults_are_retried_and_persistent_ones_typed(
         {"api": "GetStreamRecord", "error_code": "OTSServerBusy", "count": 2},
         {"api": "DescribeStream", "error_code": "OTSFlowControl", "count": 1},
     ]
-    _admin(emulator, "faults", {"rules": rules})
+    _admin(emulator).set_faults(rules)
     assert len(streams.get_stream_record(iterator, table=table.name, shard_id=shard).records) == 1
     assert streams.describe_stream(table.stream_id).stream_id == table.stream_id
 
-    _admin(emulator, "faults", {"rules": [{"api": "GetStreamRecord", "error_code": "OTSServerBusy"}]})
+    _admin(emulator).set_faults([{"api": "GetStreamRecord", "error_code": "OTSServerBusy"}])
     with pytest.raises(ServerBusyError):
         streams.get_stream_record(iterator)
-    _admin(emulator, "faults", {"rules": [{"api": "GetStreamRecord", "drop_response": True, "count": 1}]})
+    _admin(emulator).set_faults([{"api": "GetStreamRecord", "drop_response": True, "count": 1}])
     again = streams.get_stream_record(iterator, table=table.name, shard_id=shard)
     assert [r.primary_key for r in again.records] == [_pk("a")], "a read whose answer was lost is resent"
 
-    _admin(emulator, "faults", {"rules": [{"api": "GetStreamRecord", "drop_response": True}]})
+    _admin(emulator).set_faults([{"api": "GetStreamRecord", "drop_response": True}])
     with pytest.raises(ConnectionFailedError):
         StreamClient(ots, transport_retries=1, sleep=lambda _: None).get_stream_record(iterator)

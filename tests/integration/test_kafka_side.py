@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
-from cdcbridge.harness.stack.process import free_port
+from cdcbridge.harness.processes import free_port
 from cdcbridge.harness.stack.stack import StackEndpoints
 from cdcbridge.kafka.errors import (
     BrokerUnreachableError,

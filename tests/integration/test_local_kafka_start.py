@@ -7,8 +7,8 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
+from cdcbridge.harness.processes import free_port
 from cdcbridge.harness.stack.kafka import start_kafka
-from cdcbridge.harness.stack.process import free_port
 
 
 def test_a_kept_cluster_id_starting_with_a_dash_formats_and_starts(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import click
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from cdcbridge.changes import Sequence as RecordSequence
@@ -109,8 +110,8 @@ class _PrefilledEmulator:
     """The emulator in a child process of its own (its own GIL), filled before the bridge starts."""
 
     def __init__(self, records: int, keys: int, shards: int, seed: int) -> None:
-        module = "cdcbridge.harness.bench.bridge"
-        command = [sys.executable, "-m", module, str(records), str(keys), str(shards), str(seed)]
+        command = [sys.executable, "-m", "cdcbridge.harness.bench.bridge", "--records", str(records), "--keys",
+                   str(keys), "--shards", str(shards), "--seed", str(seed)]  # fmt: skip
         self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.url = ""
         self.fill_seconds = 0.0
@@ -441,5 +442,15 @@ def run_bridge_bench(
     }
 
 
-if __name__ == "__main__":  # the emulator child of _PrefilledEmulator
-    serve_prefilled(*(int(argument) for argument in sys.argv[1:5]))
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--records", type=click.IntRange(min=0), required=True, help="PUT changes to fill in.")
+@click.option("--keys", type=click.IntRange(min=1), required=True, help="Distinct primary keys they cycle through.")
+@click.option("--shards", type=click.IntRange(min=1), default=1, show_default=True, help="Open shards of the stream.")
+@click.option("--seed", type=int, default=0, show_default=True)
+def serve_prefilled_command(records: int, keys: int, shards: int, seed: int) -> None:
+    """The emulator child of the bridge benchmark: fill, serve, answer `cpu` on stdin (see `serve_prefilled`)."""
+    serve_prefilled(records, keys, shards, seed)
+
+
+if __name__ == "__main__":
+    serve_prefilled_command(prog_name="python -m cdcbridge.harness.bench.bridge")

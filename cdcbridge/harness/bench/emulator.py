@@ -10,9 +10,9 @@ import json
 import logging
 import multiprocessing
 import time
-import urllib.request
 from typing import Any
 
+import click
 from tablestore import (
     BatchWriteRowRequest,
     CapacityUnit,
@@ -26,6 +26,7 @@ from tablestore import (
 )
 
 from cdcbridge.emulator.server import EmulatorServer
+from cdcbridge.harness.emulator_admin import EmulatorAdmin
 from cdcbridge.tablestore.proto import stream_pb2
 
 _STREAM_APIS = ("ListStream", "DescribeStream", "GetShardIterator", "GetStreamRecord")
@@ -90,8 +91,7 @@ class _ChildEmulator:
         self.url = f"http://127.0.0.1:{queue.get(timeout=60)}"
 
     def stats(self) -> dict[str, Any]:
-        with urllib.request.urlopen(f"{self.url}/_emulator/stats", timeout=10) as response:
-            return json.loads(response.read())
+        return EmulatorAdmin(self.url, timeout=10).stats()
 
     def stop(self) -> None:
         self._stop.set()
@@ -192,5 +192,16 @@ def _per_second(count: int, stats: dict[str, float] | None) -> int | None:
     return round(count / stats["seconds"])
 
 
-if __name__ == "__main__":  # pragma: no cover - manual run: python -m cdcbridge.harness.bench.emulator
-    print(json.dumps(run_emulator_bench(separate_process=True), indent=2))
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--rows", type=click.IntRange(min=1), default=50_000, show_default=True)
+@click.option(
+    "--separate-process/--same-process", default=True, show_default=True,
+    help="Serve from a child process (its own GIL) or a thread of this one (as `cdcbridge bench emulator` does).",
+)  # fmt: skip
+def main(rows: int, separate_process: bool) -> None:
+    """Manual run without recording results: print the figures as JSON."""
+    click.echo(json.dumps(run_emulator_bench(rows, separate_process=separate_process), indent=2))
+
+
+if __name__ == "__main__":  # pragma: no cover - manual run
+    main(prog_name="python -m cdcbridge.harness.bench.emulator")

@@ -9,8 +9,9 @@ Measures what a user of a lease-coordinated bridge waits for (leases.md §5, iss
 - rebalance: a second worker joins one that holds 8 shards: time until 4/4 and the steal requests it took,
   then ownership changes during a quiet window afterwards (goal: none).
 
-The process harness here (emulator process, recording workers, a load writer, sharded tables, lease reads) is also
-what the multi-process integration tests in tests/integration/coordination run on.
+The harness here (a cluster of recording worker processes, a load writer, sharded tables, lease reads; the
+processes themselves come from `cdcbridge.harness.processes`) is also what the multi-process integration tests in
+tests/integration/coordination run on.
 """
 
 from __future__ import annotations
@@ -19,24 +20,22 @@ import itertools
 import json
 import logging
 import random
-import select
 import shutil
 import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from cdcbridge.coordination.leases.lease import Lease
 from cdcbridge.coordination.settings import CoordinationSettings
-from cdcbridge.harness.recording_worker import FAST_TIMINGS, JournalContents, read_journals
+from cdcbridge.harness.emulator_admin import EmulatorAdmin
+from cdcbridge.harness.processes import EmulatorProcess, RecordingWorkerProcess
+from cdcbridge.harness.recording_worker import FAST_TIMINGS, JournalContents, WorkerOptions, read_journals
 
 log = logging.getLogger(__name__)
 
@@ -64,150 +63,7 @@ def wait_until(condition: Callable[[], T], timeout: float, what: str, poll: floa
         time.sleep(poll)
 
 
-# ----- processes --------------------------------------------------------------------------------------------------
-
-
-class EmulatorProcess:
-    """`python -m cdcbridge emulator --port 0` in its own process; `url` once started."""
-
-    def __init__(self, log_path: Path) -> None:
-        self.log_path = log_path
-        self.url = ""
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 60) -> str:
-        with self.log_path.open("ab") as log_file:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "cdcbridge", "emulator", "--host", "127.0.0.1", "--port", "0"],
-                stdout=subprocess.PIPE, stderr=log_file,
-            )  # fmt: skip
-        assert self._proc.stdout is not None
-        ready, _, _ = select.select([self._proc.stdout], [], [], timeout)
-        line = self._proc.stdout.readline().decode() if ready else ""
-        if "listening on " not in line:
-            self.stop()
-            raise HarnessError(f"the emulator did not start within {timeout:.0f} s (log: {self.log_path}): {line!r}")
-        self.url = line.split("listening on ", 1)[1].split()[0]
-        return self.url
-
-    def admin(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        request = urllib.request.Request(
-            f"{self.url}/_emulator/{path}", data=json.dumps(body).encode(), method="POST",
-            headers={"Content-Type": "application/json"},
-        )  # fmt: skip
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.loads(response.read())
-
-    def stop(self) -> None:
-        if self._proc is None:
-            return
-        if self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(20)
-        if self._proc.stdout is not None:
-            self._proc.stdout.close()
-        self._proc = None
-
-
-@dataclass(frozen=True)
-class WorkerOptions:
-    """Options of one recording worker process (see `python -m cdcbridge.harness.recording_worker --help`)."""
-
-    timings: str = "fast"
-    settings: dict[str, Any] = field(default_factory=dict)
-    checkpoint_every: int = 1
-    ack_delay: float = 0.0
-    process_delay: float = 0.0
-    shutdown_delay: float = 0.0
-    #: Wall time at which the worker starts working (after its imports), so processes can start at one instant.
-    start_at: float | None = None
-
-
-class WorkerProcess:
-    """One `python -m cdcbridge.harness.recording_worker` process, with its journal and log in `work_dir`."""
-
-    def __init__(self, worker_id: str, cluster: WorkerCluster, options: WorkerOptions) -> None:
-        self.worker_id = worker_id
-        self.options = options
-        self.db = cluster.work_dir / f"{worker_id}.sqlite"
-        self.log_path = cluster.work_dir / f"{worker_id}.log"
-        self._cluster = cluster
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._frozen = False
-
-    def start(self) -> WorkerProcess:
-        if self.db.exists():
-            raise HarnessError(f"journal {self.db} exists: give every worker process its own id")
-        c, o = self._cluster, self.options
-        command = [
-            sys.executable, "-m", "cdcbridge.harness.recording_worker", "--endpoint", c.endpoint, "--table", c.table,
-            "--status-table", c.status_table, "--worker-id", self.worker_id, "--db", str(self.db),
-            "--timings", o.timings, "--settings-json", json.dumps(o.settings),
-            "--checkpoint-every", str(o.checkpoint_every), "--ack-delay", str(o.ack_delay),
-            "--process-delay", str(o.process_delay), "--shutdown-delay", str(o.shutdown_delay),
-            "--version-column", VERSION_COLUMN,
-        ]  # fmt: skip
-        if o.start_at is not None:
-            command += ["--start-at", repr(o.start_at)]
-        with self.log_path.open("ab") as log_file:
-            self._proc = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
-        return self
-
-    @property
-    def pid(self) -> int:
-        assert self._proc is not None, f"worker {self.worker_id} was not started"
-        return self._proc.pid
-
-    @property
-    def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    @property
-    def returncode(self) -> int | None:
-        return None if self._proc is None else self._proc.poll()
-
-    def send(self, sig: signal.Signals) -> float:
-        """Send a signal; returns the wall time right after it was sent."""
-        assert self._proc is not None, f"worker {self.worker_id} was not started"
-        self._proc.send_signal(sig)
-        if sig is signal.SIGSTOP:
-            self._frozen = True
-        elif sig is signal.SIGCONT:
-            self._frozen = False
-        return time.time()
-
-    def kill(self) -> float:
-        """kill -9; returns once the process is gone, with the wall time of the kill."""
-        killed_at = self.send(signal.SIGKILL)
-        self.wait(30)
-        return killed_at
-
-    def wait(self, timeout: float) -> int:
-        assert self._proc is not None, f"worker {self.worker_id} was not started"
-        try:
-            return self._proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise HarnessError(f"worker {self.worker_id} did not exit within {timeout:.0f} s") from None
-
-    def ensure_dead(self) -> None:
-        """Cleanup: wake a frozen process and kill whatever still runs."""
-        if self._proc is None or self._proc.poll() is not None:
-            return
-        if self._frozen:
-            self._proc.send_signal(signal.SIGCONT)
-        self._proc.kill()
-        self._proc.wait(30)
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return "\n".join(text[-lines:])
+# ----- the workers of one table ------------------------------------------------------------------------------------
 
 
 class WorkerCluster:
@@ -222,13 +78,19 @@ class WorkerCluster:
         self.table = table
         self.status_table = status_table
         self.stream_id = stream_id
-        self.workers: dict[str, WorkerProcess] = {}
+        self.workers: dict[str, RecordingWorkerProcess] = {}
         self._ots = ots
         self._store = TablestoreLeaseStore(ots, status_table)
         self._status_table_seen = False
 
-    def start_worker(self, worker_id: str, options: WorkerOptions | None = None) -> WorkerProcess:
-        worker = WorkerProcess(worker_id, self, options or WorkerOptions()).start()
+    def start_worker(self, worker_id: str, options: WorkerOptions | None = None) -> RecordingWorkerProcess:
+        chosen = options or WorkerOptions()
+
+        def argv_of(db: Path) -> list[str]:
+            return chosen.argv(endpoint=self.endpoint, table=self.table, status_table=self.status_table,
+                               worker_id=worker_id, db=db)  # fmt: skip
+
+        worker = RecordingWorkerProcess(worker_id, self.work_dir, argv_of).start()
         self.workers[worker_id] = worker
         return worker
 
@@ -340,7 +202,7 @@ def ots_client(endpoint: str) -> Any:
     return build_ots_client(endpoint, INSTANCE, ACCESS_KEY_ID, ACCESS_KEY_SECRET)
 
 
-def create_sharded_table(ots: Any, emulator: EmulatorProcess, table: str, shards: int) -> tuple[str, list[str]]:
+def create_sharded_table(ots: Any, admin: EmulatorAdmin, table: str, shards: int) -> tuple[str, list[str]]:
     """A table with a stream whose root shard is split (breadth first) until `shards` shards are open.
 
     Returns the stream id and the open shard ids. Split before any write, so the closed parents are empty.
@@ -358,7 +220,7 @@ def create_sharded_table(ots: Any, emulator: EmulatorProcess, table: str, shards
     open_shards = [s.shard_id for s in streams.list_all_shards(stream_id)]
     while len(open_shards) < shards:
         parent = open_shards.pop(0)
-        open_shards += emulator.admin("split", {"table": table, "shard_id": parent})["children"]
+        open_shards += admin.split(table, parent)
     return stream_id, open_shards
 
 
@@ -412,7 +274,7 @@ def _failover_and_handoff(
     its shard timed, a fresh worker joins and balances 1/1 again, and so on for every sample."""
     lease, take = settings.lease_duration_seconds, settings.take_interval_seconds
     slow = 10 * (lease + take) + 60  # generous bounds: the machine is shared
-    stream_id, _ = create_sharded_table(ots, emulator, "failover_src", 2)
+    stream_id, _ = create_sharded_table(ots, emulator.admin, "failover_src", 2)
     cluster = WorkerCluster(work_dir, emulator.url, "failover_src", "failover_status", stream_id, ots)
     load = LoadWriter(ots, "failover_src", keys=20, rate=20, limit=1_000_000).start()
     names = (f"w{n}" for n in itertools.count(1))
@@ -462,7 +324,7 @@ def _rebalance(
 ) -> dict[str, Any]:  # fmt: skip
     lease, take = settings.lease_duration_seconds, settings.take_interval_seconds
     slow = 20 * (lease + take) + 60
-    stream_id, _ = create_sharded_table(ots, emulator, "rebalance_src", 8)
+    stream_id, _ = create_sharded_table(ots, emulator.admin, "rebalance_src", 8)
     cluster = WorkerCluster(work_dir, emulator.url, "rebalance_src", "rebalance_status", stream_id, ots)
     try:
         cluster.start_worker("a", options)
@@ -526,7 +388,7 @@ def run_failover_bench(
     emulator = EmulatorProcess(work_dir / "emulator.log")
     began = time.monotonic()
     try:
-        ots = ots_client(emulator.start())
+        ots = ots_client(emulator.start().url)
         figures: dict[str, Any] = {
             "timings": timings,
             "lease_duration_seconds": settings.lease_duration_seconds,

@@ -24,7 +24,7 @@ from cdcbridge.harness.chaos.ledger import StreamLedger
 from cdcbridge.harness.chaos.load import PRIMARY_KEY
 from cdcbridge.harness.chaos.tcp_proxy import TcpProxy
 from cdcbridge.harness.chaos.workers import WorkerPool
-from cdcbridge.harness.demo import emulator_admin
+from cdcbridge.harness.emulator_admin import EmulatorAdmin
 from cdcbridge.harness.stack.stack import LocalStack, StackEndpoints
 
 TABLE = "chaos_accounts"
@@ -79,7 +79,7 @@ def write_chaos_config(work_dir: Path, endpoints: StackEndpoints, registry_url: 
     return path
 
 
-def create_source_table(streams: Any, emulator_url: str, shards: int) -> str:
+def create_source_table(streams: Any, admin: EmulatorAdmin, shards: int) -> str:
     """The chaos table with a stream (24 h retention: only the harness trims), its root shard split (breadth
     first, before any write) until `shards` are open; returns the stream id."""
     from tablestore import CapacityUnit, ReservedThroughput, TableMeta, TableOptions
@@ -92,7 +92,7 @@ def create_source_table(streams: Any, emulator_url: str, shards: int) -> str:
     open_shards = [shard.shard_id for shard in streams.list_all_shards(stream_id)]
     while len(open_shards) < shards:
         parent = open_shards.pop(0)
-        open_shards += emulator_admin(emulator_url, "split", {"table": TABLE, "shard_id": parent})["children"]
+        open_shards += admin.split(TABLE, parent)
     return stream_id
 
 
@@ -114,6 +114,10 @@ class ChaosEnvironment:
     def emulator_url(self) -> str:
         assert self.endpoints.emulator_url is not None
         return self.endpoints.emulator_url
+
+    @property
+    def admin(self) -> EmulatorAdmin:
+        return EmulatorAdmin(self.emulator_url)
 
     @property
     def table(self) -> str:

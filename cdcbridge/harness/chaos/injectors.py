@@ -17,7 +17,7 @@ from cdcbridge.harness.chaos.environment import ChaosEnvironment
 from cdcbridge.harness.chaos.errors import ChaosError
 from cdcbridge.harness.chaos.schedule import FaultKind
 from cdcbridge.harness.chaos.workers import WorkerSlot
-from cdcbridge.harness.demo import emulator_admin
+from cdcbridge.harness.emulator_admin import EmulatorAdminError
 from cdcbridge.harness.stack.kafka import restart_kafka
 
 #: The write APIs of the Tablestore protocol (the load's and the lease store's).
@@ -100,7 +100,7 @@ def _unfinished_shards_of(env: ChaosEnvironment, worker_id: str) -> set[str]:
 
 def split_shard(env: ChaosEnvironment, rng: random.Random, timings: FaultTimings) -> Injection:
     shard = rng.choice(env.open_shard_ids())
-    children = emulator_admin(env.emulator_url, "split", {"table": env.table, "shard_id": shard})["children"]
+    children = env.admin.split(env.table, shard)
     return Injection(f"split {shard} into {', '.join(children)}", time.time())
 
 
@@ -114,10 +114,11 @@ def merge_shards(env: ChaosEnvironment, rng: random.Random, timings: FaultTiming
     pairs = [(a, b) for i, a in enumerate(open_ids) for b in open_ids[i + 1 :]]
     rng.shuffle(pairs)
     for first, second in pairs:
-        body = {"table": env.table, "shard_id": first, "sibling_shard_id": second}
         try:
-            child = emulator_admin(env.emulator_url, "merge", body)["child"]
-        except OSError:  # HTTP 400: not adjacent (the API does not show hash ranges, so try the next pair)
+            child = env.admin.merge(env.table, first, second)
+        except EmulatorAdminError as error:  # 400: not adjacent (the API does not show hash ranges: try the next)
+            if error.status != 400:
+                raise
             continue
         return Injection(f"{prefix}merged {first} and {second} into {child}", time.time())
     raise ChaosError(f"no two of the open shards {open_ids} could be merged (none adjacent?)")
@@ -162,11 +163,11 @@ def registry_outage(env: ChaosEnvironment, rng: random.Random, timings: FaultTim
 
 def _emulator_faults(env: ChaosEnvironment, rng: random.Random, timings: FaultTimings,
                      rules: list[dict[str, Any]], what: str) -> Injection:  # fmt: skip
-    emulator_admin(env.emulator_url, "faults", {"rules": rules, "seed": rng.randrange(2**31)})
+    env.admin.set_faults(rules, seed=rng.randrange(2**31))
     try:
         held = _hold(rng, timings.window)
     finally:
-        emulator_admin(env.emulator_url, "faults", method="DELETE")
+        env.admin.clear_faults()
     return Injection(f"{what} for {held:.1f}s", time.time())
 
 

@@ -16,7 +16,8 @@ from cdcbridge.changes import ChangeRecord
 from cdcbridge.coordination.leases.lease import Lease
 from cdcbridge.harness.chaos.checks import SourceChange
 from cdcbridge.harness.chaos.progress import safe_trim_before_us
-from cdcbridge.harness.demo import emulator_admin, read_stream_records
+from cdcbridge.harness.demo import read_stream_records
+from cdcbridge.harness.emulator_admin import EmulatorAdmin
 
 
 @dataclass(frozen=True)
@@ -29,11 +30,11 @@ class TrimResult:
 
 
 class StreamLedger:
-    def __init__(self, streams: Any, stream_id: str, table: str, emulator_url: str) -> None:
+    def __init__(self, streams: Any, stream_id: str, table: str, admin: EmulatorAdmin) -> None:
         self._streams = streams
         self._stream_id = stream_id
         self._table = table
-        self._emulator_url = emulator_url
+        self._admin = admin
         self.trimmed: list[SourceChange] = []
         #: Trims whose dropped count differed from the records kept (a harness race; should stay 0).
         self.mismatched_trims = 0
@@ -61,10 +62,10 @@ class StreamLedger:
         if not doomed:
             return TrimResult(before_ms, 0, 0)
         self.trimmed.extend(SourceChange.from_record(record, trimmed=True) for record in doomed)
-        dropped = emulator_admin(self._emulator_url, "trim", {"table": self._table, "before_ms": before_ms})["dropped"]
-        if int(dropped) != len(doomed):
+        dropped = self._admin.trim(self._table, before_ms)
+        if dropped != len(doomed):
             self.mismatched_trims += 1
-        return TrimResult(before_ms, len(doomed), int(dropped))
+        return TrimResult(before_ms, len(doomed), dropped)
 
     def all_changes(self) -> list[SourceChange]:
         """Every record ever in the stream: what it holds now and what trims removed."""

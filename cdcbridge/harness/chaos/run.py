@@ -57,6 +57,7 @@ from cdcbridge.harness.chaos.tcp_proxy import TcpProxy
 from cdcbridge.harness.chaos.topic_log import read_image_topic, read_mutation_topic
 from cdcbridge.harness.chaos.workers import WorkerPool
 from cdcbridge.harness.demo import apply_until_equal, read_delta_rows, read_source_rows
+from cdcbridge.harness.emulator_admin import EmulatorAdmin
 from cdcbridge.harness.stack.stack import LocalStack, StackPorts
 from cdcbridge.tablestore import StreamClient, build_ots_client
 
@@ -164,7 +165,8 @@ def _run(options: ChaosOptions, report: ChaosReport, work: Path, spark: Any, say
 
     ots = client()
     streams = StreamClient(ots)
-    stream_id = create_source_table(streams, emulator_url, INITIAL_SHARDS)
+    admin = EmulatorAdmin(emulator_url)
+    stream_id = create_source_table(streams, admin, INITIAL_SHARDS)
     proxied_registry = endpoints.registry_url.replace(f":{registry.port}/", f":{proxy.port}/", 1)
     config_path = write_chaos_config(work, endpoints, proxied_registry)
     config = load_config(config_path)
@@ -175,7 +177,7 @@ def _run(options: ChaosOptions, report: ChaosReport, work: Path, spark: Any, say
     env = ChaosEnvironment(
         work_dir=work, stack=stack, endpoints=endpoints, registry_proxy=proxy, ots=ots, streams=streams,
         stream_id=stream_id, config_path=config_path, config=config, pool=pool,
-        ledger=StreamLedger(streams, stream_id, TABLE, emulator_url),
+        ledger=StreamLedger(streams, stream_id, TABLE, admin),
     )  # fmt: skip
 
     say(

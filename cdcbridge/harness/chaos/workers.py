@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cdcbridge.harness.demo import WorkerProcess
+from cdcbridge.harness.processes import BridgeWorkerProcess
 
 #: A bridge log line that announces data loss (trimmed data read past, or a shard gone before it was read).
 DATA_LOSS_LINE = re.compile(r"DATA LOSS")
@@ -30,7 +30,7 @@ class WorkerSlot:
     index: int
     prefix: str
     incarnation: int = 0
-    process: WorkerProcess | None = None
+    process: BridgeWorkerProcess | None = None
     #: The harness killed or stopped the current process (its end is not unexpected).
     ended_on_purpose: bool = False
 
@@ -61,8 +61,8 @@ class WorkerPool:
         """Start the slot's next incarnation; returns its worker id."""
         slot.incarnation += 1
         slot.ended_on_purpose = False
-        slot.process = WorkerProcess(self.config_path, slot.worker_id, self.work_dir)
-        slot.process.start()
+        log_path = self.work_dir / f"{slot.worker_id}.log"
+        slot.process = BridgeWorkerProcess(self.config_path, slot.worker_id, log_path).start()
         self.starts += 1
         self.log_paths.append(slot.process.log_path)
         return slot.worker_id
@@ -81,9 +81,9 @@ class WorkerPool:
         found = []
         for slot in self.slots:
             process = slot.process
-            if process is None or process.process is None or process.alive or slot.ended_on_purpose:
-                continue
-            found.append(UnexpectedExit(slot.worker_id, process.process.returncode, _tail(process.log_path)))
+            if process is None or process.returncode is None or slot.ended_on_purpose:
+                continue  # not started, still running, or ended by the harness
+            found.append(UnexpectedExit(slot.worker_id, process.returncode, process.log_tail()))
             self.start(slot)
         self.unexpected_exits += found
         return found
@@ -105,10 +105,3 @@ class WorkerPool:
                 continue
             lines += [line for line in text.splitlines() if DATA_LOSS_LINE.search(line)]
         return lines
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""

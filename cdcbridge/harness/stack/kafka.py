@@ -10,10 +10,10 @@ import time
 import uuid
 from pathlib import Path
 
+from cdcbridge.harness.processes import ProcessRecord, require_free_port, start_service
 from cdcbridge.harness.stack.artifacts import ensure_component
 from cdcbridge.harness.stack.errors import StackError
 from cdcbridge.harness.stack.java import find_java
-from cdcbridge.harness.stack.process import ProcessRecord, require_free_port, start_service
 
 _LOG4J2 = """\
 rootLogger.level=INFO

@@ -16,8 +16,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cdcbridge.harness.processes import free_port
 from cdcbridge.harness.stack.errors import StackError
-from cdcbridge.harness.stack.process import free_port
 
 POSTGRES_OS_USER = "postgres"
 _BIN_GLOB = "/usr/lib/postgresql/*/bin"

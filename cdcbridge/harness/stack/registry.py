@@ -6,10 +6,10 @@ from pathlib import Path
 
 import requests
 
+from cdcbridge.harness.processes import ProcessRecord, free_port, require_free_port, start_service
 from cdcbridge.harness.stack.artifacts import ensure_component
 from cdcbridge.harness.stack.errors import StackError
 from cdcbridge.harness.stack.java import find_java
-from cdcbridge.harness.stack.process import ProcessRecord, free_port, require_free_port, start_service
 
 CCOMPAT_PATH = "/apis/ccompat/v7"
 

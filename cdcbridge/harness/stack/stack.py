@@ -7,11 +7,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import requests
-
+from cdcbridge.harness.emulator_admin import EmulatorAdmin
+from cdcbridge.harness.processes import ProcessRecord, free_port, require_free_port, start_service
 from cdcbridge.harness.stack.errors import StackError
 from cdcbridge.harness.stack.kafka import start_kafka
-from cdcbridge.harness.stack.process import ProcessRecord, free_port, require_free_port, start_service
 from cdcbridge.harness.stack.registry import start_registry
 
 SERVICES = ("kafka", "registry", "emulator")
@@ -44,7 +43,7 @@ class StackEndpoints:
 
 
 def _emulator_answers(url: str) -> bool:
-    return requests.get(f"{url}/_emulator/health", timeout=1).status_code == 200
+    return EmulatorAdmin(url, timeout=1).health()["status"] == "ok"
 
 
 def start_emulator(

@@ -4,32 +4,35 @@ batch N on either path (before Spark commits the batch to its checkpoint), so th
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import time
 from pathlib import Path
+
+import click
 
 from cdcbridge.apply.job import run_apply
 from cdcbridge.apply.targets.delta import DeltaTarget
 from cdcbridge.config import BridgeConfig
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("config")
-    parser.add_argument("--hang-after-write", type=int, default=None)
-    parser.add_argument("--flag", default=None)
-    parser.add_argument("--continuous", action="store_true", help="run until SIGTERM instead of availableNow")
-    args = parser.parse_args()
+@click.command()
+@click.argument("config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--hang-after-write", type=int, default=None, help="Hang once the target committed this batch id.")
+@click.option("--flag", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Written when it hangs.")
+@click.option("--continuous", is_flag=True, help="Run until SIGTERM instead of availableNow.")
+def main(config: Path, hang_after_write: int | None, flag: Path | None, continuous: bool) -> None:
+    """Run the apply job of CONFIG (a BridgeConfig as JSON) once, or until SIGTERM with --continuous."""
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(name)s %(message)s")
-    config = BridgeConfig.model_validate_json(Path(args.config).read_text())
-    if args.hang_after_write is not None:
+    job_config = BridgeConfig.model_validate_json(config.read_text())
+    if hang_after_write is not None:
+        if flag is None:
+            raise click.UsageError("--hang-after-write needs --flag")
         original, original_folded = DeltaTarget.write, DeltaTarget.write_folded
 
         def hang_after(marker) -> None:
-            if marker.batch_id >= args.hang_after_write:
-                Path(args.flag).write_text(str(marker.batch_id))
+            if marker.batch_id >= hang_after_write:
+                flag.write_text(str(marker.batch_id))
                 time.sleep(3600)
 
         def write_then_hang(self, batch):  # the reference path's commit
@@ -44,10 +47,9 @@ def main() -> int:
 
         DeltaTarget.write = write_then_hang
         DeltaTarget.write_folded = write_folded_then_hang
-    summary = run_apply(config, once=not args.continuous)
-    print("\n".join(summary.lines()))
-    return 0
+    summary = run_apply(job_config, once=not continuous)
+    click.echo("\n".join(summary.lines()))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -24,7 +24,7 @@ from cdcbridge.apply.targets.delta import DeltaTarget
 from cdcbridge.apply.targets.postgres import PostgresTarget
 from cdcbridge.apply.targets.tablestore import TablestoreTarget
 from cdcbridge.config import ObservabilityConfig
-from cdcbridge.harness.stack.process import free_port
+from cdcbridge.harness.processes import free_port
 
 from .helpers import (
     TABLES,

@@ -18,8 +18,9 @@ from cdcbridge.changes import Sequence
 from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
 from cdcbridge.emulator.server import EmulatorServer
 from cdcbridge.formats.keys import decode_key
+from cdcbridge.harness.processes import BridgeWorkerProcess
 from cdcbridge.harness.stack.stack import StackEndpoints
-from tests.integration.bridge.workers import CHECKOUT, WorkerProcess, leases, read_messages, wait_until, write_config
+from tests.integration.bridge.workers import CHECKOUT, leases, read_messages, wait_until, write_config
 from tests.integration.bridge_helpers import ReadMessage, create_stream_table, ots_client
 
 IGNORE = Condition(RowExistenceExpectation.IGNORE)
@@ -60,7 +61,7 @@ def test_an_invalid_lease_row_stops_its_shard_with_the_fix_and_resumes_once_fixe
 
     for i in range(1, 4):
         put(i)
-    first = WorkerProcess(config_path, "w1", tmp_path / "w1.log").start()
+    first = BridgeWorkerProcess(config_path, "w1", tmp_path / "w1.log").start()
     try:
         wait_for_topic(stack, topic, first.log)
         read_messages(stack, topic, until=lambda m: _ids(m) >= {1, 2, 3})
@@ -81,7 +82,7 @@ def test_an_invalid_lease_row_stops_its_shard_with_the_fix_and_resumes_once_fixe
     for i in range(4, 7):
         put(i)
 
-    second = WorkerProcess(config_path, "w2", tmp_path / "w2.log").start()
+    second = BridgeWorkerProcess(config_path, "w2", tmp_path / "w2.log").start()
     try:
         row = rf"lease row \(StreamId='{stream_id}', StatusType='LeaseKey', StatusValue='{shard}'\) is invalid"
         (match,) = second.wait_for_log(row + r".*")

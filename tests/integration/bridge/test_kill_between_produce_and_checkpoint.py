@@ -3,11 +3,9 @@ Kafka at least once, and the duplicates are exactly the messages after the check
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 import time
-import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -28,9 +26,11 @@ from cdcbridge.contract import TOMBSTONE_SEQ_KEY_HEADER
 from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
 from cdcbridge.emulator.server import EmulatorServer
 from cdcbridge.formats.table_messages import build_table_messages
+from cdcbridge.harness.emulator_admin import EmulatorAdmin
+from cdcbridge.harness.processes import BridgeWorkerProcess
 from cdcbridge.harness.stack.stack import StackEndpoints
 from cdcbridge.tablestore import StreamClient
-from tests.integration.bridge.workers import WorkerProcess, end_offsets, leases, read_messages, wait_until, write_config
+from tests.integration.bridge.workers import end_offsets, leases, read_messages, wait_until, write_config
 from tests.integration.bridge_helpers import INSTANCE, ReadMessage, create_stream_table, ots_client
 
 IGNORE = Condition(RowExistenceExpectation.IGNORE)
@@ -72,13 +72,6 @@ class Writer(threading.Thread):
             changes = {"put": [("name", f"u{n}")], "increment": [("count", 1)], "delete_all": ["gone"]}
             return UpdateRowItem(Row(pk, changes), IGNORE)
         return DeleteRowItem(Row(pk), IGNORE)
-
-
-def _faults(emulator: EmulatorServer, method: str, body: dict | None = None) -> None:
-    request = urllib.request.Request(f"{emulator.url}/_emulator/faults", method=method,
-                                     data=json.dumps(body).encode() if body is not None else None,
-                                     headers={"Content-Type": "application/json"})  # fmt: skip
-    urllib.request.urlopen(request, timeout=10).close()
 
 
 def _stream_records(emulator: EmulatorServer, stream_id: str) -> list[ChangeRecord]:
@@ -138,10 +131,11 @@ def test_kill_9_between_produce_and_checkpoint_repeats_exactly_the_unconfirmed_t
 
     # Slow status-table writes (UpdateRow: checkpoints and renewals; the writer uses BatchWriteRow) so the
     # checkpoint visibly trails what Kafka already holds.
-    _faults(emulator, "POST", {"rules": [{"api": "UpdateRow", "latency_ms": 400}]})
+    admin = EmulatorAdmin(emulator.url)
+    admin.set_faults([{"api": "UpdateRow", "latency_ms": 400}])
     writer = Writer(emulator.url)
-    first = WorkerProcess(tmp_path / "bridge.yaml", "w1", tmp_path / "first.log")
-    second = WorkerProcess(tmp_path / "bridge.yaml", "w1", tmp_path / "second.log")
+    first = BridgeWorkerProcess(tmp_path / "bridge.yaml", "w1", tmp_path / "first.log")
+    second = BridgeWorkerProcess(tmp_path / "bridge.yaml", "w1", tmp_path / "second.log")
     try:
         writer.start()
         first.start()
@@ -170,7 +164,7 @@ def test_kill_9_between_produce_and_checkpoint_repeats_exactly_the_unconfirmed_t
             messages += read_messages(stack, topic, until=complete, timeout=120)
     finally:
         writer.stop.set()
-        _faults(emulator, "DELETE")
+        admin.clear_faults()
         first.kill()
         second.stop()
 

@@ -13,8 +13,9 @@ from cdcbridge.changes import Sequence
 from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
 from cdcbridge.emulator.server import EmulatorServer
 from cdcbridge.formats.keys import decode_key
+from cdcbridge.harness.processes import BridgeWorkerProcess
 from cdcbridge.harness.stack.stack import StackEndpoints
-from tests.integration.bridge.workers import WorkerProcess, leases, read_messages, wait_until, write_config
+from tests.integration.bridge.workers import leases, read_messages, wait_until, write_config
 from tests.integration.bridge_helpers import ReadMessage, create_stream_table, ots_client
 
 IGNORE = Condition(RowExistenceExpectation.IGNORE)
@@ -55,7 +56,7 @@ def test_an_oversize_row_stops_its_shard_only_and_is_never_skipped(
         (lease,) = leases(ots, status_table, stream_id)
         return lease.checkpoint_seq
 
-    worker = WorkerProcess(tmp_path / "bridge.yaml", "w1", tmp_path / "w1.log").start()
+    worker = BridgeWorkerProcess(tmp_path / "bridge.yaml", "w1", tmp_path / "w1.log").start()
     try:
         for i in range(1, 4):
             put("big", i)
@@ -146,7 +147,7 @@ def test_with_a_dead_letter_topic_an_oversize_row_becomes_a_reference_and_its_sh
     def put(row_id: int, payload: bytes = b"small") -> None:
         ots.put_row("bigdl", Row([("id", row_id)], [("payload", bytearray(payload))]), IGNORE)
 
-    worker = WorkerProcess(tmp_path / "bridge.yaml", "w1", tmp_path / "w1.log").start()
+    worker = BridgeWorkerProcess(tmp_path / "bridge.yaml", "w1", tmp_path / "w1.log").start()
     try:
         put(1)
         put(BIG_ID, os.urandom(3 * TOPIC_LIMIT))

@@ -11,9 +11,10 @@ from cdcbridge.changes import Sequence
 from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
 from cdcbridge.emulator.server import EmulatorServer
 from cdcbridge.formats.keys import decode_key
+from cdcbridge.harness.processes import BridgeWorkerProcess
 from cdcbridge.harness.stack.stack import StackEndpoints
 from tests.integration.bridge.tcp_proxy import TcpProxy
-from tests.integration.bridge.workers import WorkerProcess, end_offsets, leases, read_messages, wait_until, write_config
+from tests.integration.bridge.workers import end_offsets, leases, read_messages, wait_until, write_config
 from tests.integration.bridge_helpers import create_stream_table, ots_client
 
 IGNORE = Condition(RowExistenceExpectation.IGNORE)
@@ -36,7 +37,7 @@ def test_a_registry_outage_at_start_is_retried_and_then_everything_is_delivered(
         )  # fmt: skip
         status_table = config["coordination"]["status_table"]
         topic = f"{config['kafka']['topic_prefix']}.outage.mutation"
-        worker = WorkerProcess(tmp_path / "bridge.yaml", "w1", tmp_path / "w1.log").start()
+        worker = BridgeWorkerProcess(tmp_path / "bridge.yaml", "w1", tmp_path / "w1.log").start()
         try:
             retries = worker.wait_for_log(r"registering value schemas: (.*); retrying in (\d+)s", count=2)
             # The line names the subject, the cause and what to check; the delay backs off.

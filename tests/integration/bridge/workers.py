@@ -1,18 +1,12 @@
-"""Bridge workers as real processes (`python -m cdcbridge run`), and what the tests observe of them: their log,
-the lease rows they write, the Kafka offsets they leave behind."""
+"""What the tests observe of bridge worker processes (started with `cdcbridge.harness.processes.BridgeWorkerProcess`):
+their configuration, the lease rows they write, the messages and Kafka offsets they leave behind."""
 
 from __future__ import annotations
 
 import io
-import os
-import re
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -59,61 +53,6 @@ def write_config(
     }  # fmt: skip
     path.write_text(yaml.safe_dump(data))
     return data
-
-
-@dataclass
-class WorkerProcess:
-    """One `cdcbridge run` process; its stdout and stderr go to `log_path`."""
-
-    config_path: Path
-    worker_id: str
-    log_path: Path
-    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
-
-    def start(self) -> WorkerProcess:
-        command = [sys.executable, "-m", "cdcbridge", "run", "--config", str(self.config_path),
-                   "--worker-id", self.worker_id]  # fmt: skip
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(command, cwd=CHECKOUT, stdout=log, stderr=subprocess.STDOUT,
-                                            env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
-        return self
-
-    @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def kill(self) -> None:
-        """kill -9: no drain, no checkpoint, no release."""
-        if self.alive:
-            assert self.process is not None
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(30)
-
-    def stop(self, timeout: float = 60) -> None:
-        """SIGTERM (drain, checkpoint, release), then SIGKILL if it does not end in time."""
-        if not self.alive:
-            return
-        assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def wait_for_log(self, pattern: str, *, count: int = 1, timeout: float = 90) -> list[re.Match[str]]:
-        """The first `count` matches of `pattern` in the log, waiting for them (the worker must stay alive)."""
-
-        def found() -> list[re.Match[str]] | None:
-            matches = list(re.finditer(pattern, self.log()))
-            if len(matches) >= count:
-                return matches
-            assert self.alive, f"worker {self.worker_id} exited; log:\n{self.log()[-4000:]}"
-            return None
-
-        return wait_until(found, timeout, f"{count}× /{pattern}/ in the log of {self.worker_id}", self.log)
 
 
 def wait_until(probe: Callable[[], T | None], timeout: float, what: str, context: Callable[[], str] | None = None) -> T:

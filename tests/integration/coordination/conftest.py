@@ -12,14 +12,8 @@ from typing import Any
 
 import pytest
 
-from cdcbridge.harness.bench.failover import (
-    EmulatorProcess,
-    HarnessError,
-    LoadWriter,
-    WorkerCluster,
-    create_sharded_table,
-    ots_client,
-)
+from cdcbridge.harness.bench.failover import HarnessError, LoadWriter, WorkerCluster, create_sharded_table, ots_client
+from cdcbridge.harness.processes import EmulatorProcess
 
 
 @pytest.hookimpl(wrapper=True)
@@ -83,7 +77,7 @@ def scenario(
     def make(shards: int) -> Scenario:
         suffix = uuid.uuid4().hex[:8]
         table, status = f"src_{suffix}", f"status_{suffix}"
-        stream_id, open_shards = create_sharded_table(ots, emulator_process, table, shards)
+        stream_id, open_shards = create_sharded_table(ots, emulator_process.admin, table, shards)
         cluster = WorkerCluster(tmp_path / table, emulator_process.url, table, status, stream_id, ots)
         made.append(Scenario(emulator_process, ots, cluster, open_shards))
         return made[-1]

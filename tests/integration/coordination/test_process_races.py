@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from cdcbridge.harness.bench.failover import WorkerOptions, wait_until
+from cdcbridge.harness.bench.failover import wait_until
+from cdcbridge.harness.recording_worker import WorkerOptions
 from tests.integration.coordination.checks import (
     SLOW,
     assert_first_deliveries_in_key_order,

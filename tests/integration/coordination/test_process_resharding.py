@@ -48,7 +48,7 @@ def test_split_while_leased_keeps_per_key_order(scenario: Callable[[int], Scenar
     cluster.start_worker("b")
     wait_until(lambda: len(cluster.journal().deliveries_of(shards=[parent])) >= 30, SLOW, "records on the parent")
 
-    children = s.emulator.admin("split", {"table": cluster.table, "shard_id": parent})["children"]
+    children = s.emulator.admin.split(cluster.table, parent)
     wait_until(lambda: _delivered_on(cluster, children), SLOW, "records on both children")
     wait_counts(cluster, {"a": 1, "b": 1})
     # b may take its child after a has read everything so far: keep the load on until b has read from it.
@@ -77,7 +77,7 @@ def test_merge_of_shards_held_by_two_workers_keeps_per_key_order(scenario: Calla
     (p1,), (p2,) = held_by(cluster, "a"), held_by(cluster, "b")
     wait_until(lambda: delivered_recently(cluster, "a", {p1}) and delivered_recently(cluster, "b", {p2}), SLOW, "flow")
 
-    child = s.emulator.admin("merge", {"table": cluster.table, "shard_id": p1, "sibling_shard_id": p2})["child"]
+    child = s.emulator.admin.merge(cluster.table, p1, p2)
     wait_until(lambda: _delivered_on(cluster, [child]), SLOW, "records on the merged child")
     journal = drain_load(cluster, load.stop())
     stop_all(cluster)

@@ -13,8 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from tablestore import Condition, Row, RowExistenceExpectation
 
 from cdcbridge.emulator.server import EmulatorServer
+from cdcbridge.harness.processes import BridgeWorkerProcess
 from cdcbridge.harness.stack.stack import StackEndpoints
-from tests.integration.bridge.workers import WorkerProcess, wait_until, write_config
+from tests.integration.bridge.workers import wait_until, write_config
 from tests.integration.bridge_helpers import create_stream_table, ots_client
 
 IGNORE = Condition(RowExistenceExpectation.IGNORE)
@@ -60,7 +61,7 @@ def test_a_running_worker_serves_metrics_that_count_its_flow(
     prefix = data["kafka"]["topic_prefix"]
     topics = {f"{prefix}.{TABLE}.mutation", f"{prefix}.{TABLE}.image"}
 
-    worker = WorkerProcess(config_path, "metered-1", tmp_path / "worker.log").start()
+    worker = BridgeWorkerProcess(config_path, "metered-1", tmp_path / "worker.log").start()
     try:
         # Port 0: the worker logs where it serves, as a JSON line (log_format: json reaches the process).
         worker.wait_for_log(r'"message": "metrics at http://')
@@ -89,7 +90,7 @@ def test_a_running_worker_serves_metrics_that_count_its_flow(
         samples = wait_until(settled, 120, f"{2 * ROWS} acks and no lag on {url}", worker.log)
     finally:
         worker.stop()
-    assert worker.process is not None and worker.process.returncode == 0, worker.log()[-4000:]
+    assert worker.returncode == 0, worker.log()[-4000:]
 
     # Records in: one stream record per put, read from the table's shard(s).
     fetched = _series(samples, "cdcbridge_records_fetched_total")

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cdcbridge.harness.stack.process import free_port
+from cdcbridge.harness.processes import free_port
 from cdcbridge.harness.stack.stack import StackEndpoints
 from tests.integration.bridge.workers import CHECKOUT, wait_until
 from tests.unit.badinput.sockets import listeners_of_pid

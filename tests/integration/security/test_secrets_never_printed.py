@@ -25,9 +25,9 @@ from confluent_kafka.admin import AdminClient
 from tablestore import Condition, Row, RowExistenceExpectation
 
 from cdcbridge.emulator.server import EmulatorServer
-from cdcbridge.harness.stack.process import free_port
+from cdcbridge.harness.processes import BridgeWorkerProcess, free_port
 from cdcbridge.harness.stack.stack import StackEndpoints
-from tests.integration.bridge.workers import CHECKOUT, WorkerProcess, read_messages, wait_until
+from tests.integration.bridge.workers import CHECKOUT, read_messages, wait_until
 from tests.integration.bridge_helpers import FAST_COORDINATION, INSTANCE, create_stream_table
 from tests.integration.security.registry_proxy import RecordingRegistryProxy
 from tests.unit.badinput.sockets import listeners_of_pid
@@ -154,12 +154,11 @@ def test_no_secret_is_ever_printed(
     topic = f"{data['kafka']['topic_prefix']}.guarded.mutation"
 
     # 1. A healthy worker at DEBUG, then `status` in text and JSON.
-    worker = WorkerProcess(config, "sec-w1", tmp_path / "w1.log").start()
+    worker = BridgeWorkerProcess(config, "sec-w1", tmp_path / "w1.log").start()
     try:
         wait_for_topic(stack, topic, worker.log)
         read_messages(stack, topic, until=lambda m: len(m) >= 5)
-        assert worker.process is not None
-        listening = listeners_of_pid(worker.process.pid)
+        listening = listeners_of_pid(worker.pid)
         assert [listener.port for listener in listening] == [metrics_port]
         assert all(listener.is_loopback for listener in listening), [str(x) for x in listening]
         text = cdcbridge("status", "--config", str(config))
@@ -195,7 +194,7 @@ def test_no_secret_is_ever_printed(
     monkeypatch.setenv("CDC_SEC_PROTOCOL", "SASL_PLAINTEXT")
     json_config = tmp_path / "bridge-json.yaml"
     write_config(json_config, stack, registry.url, log_format="json")
-    sasl = WorkerProcess(json_config, "sec-sasl", tmp_path / "sasl.log").start()
+    sasl = BridgeWorkerProcess(json_config, "sec-sasl", tmp_path / "sasl.log").start()
     try:
         sasl.wait_for_log(r"no Kafka broker answered|got no answer from Kafka")
     finally:

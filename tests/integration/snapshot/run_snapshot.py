@@ -7,19 +7,24 @@ import logging
 import signal
 import sys
 import threading
+from pathlib import Path
+
+import click
 
 from cdcbridge.config import load_config
 from cdcbridge.snapshot.runner import run_snapshot
 
 
-def main() -> int:
+@click.command()
+@click.argument("config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def main(config: Path) -> None:
+    """Snapshot the tables of CONFIG (YAML), one line per finished table."""
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(name)s %(message)s")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
-    for result in run_snapshot(load_config(sys.argv[1]), stop):
-        print(result.line(), flush=True)
-    return 0
+    for result in run_snapshot(load_config(config), stop):
+        click.echo(result.line())
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -21,10 +21,11 @@ from cdcbridge.apply.job import run_apply
 from cdcbridge.config import BridgeConfig, parse_config
 from cdcbridge.emulator.server import EmulatorServer
 from cdcbridge.formats.keys import decode_key
+from cdcbridge.harness.processes import BridgeWorkerProcess
 from cdcbridge.harness.stack.stack import StackEndpoints
 from cdcbridge.snapshot.state import SnapshotState, SnapshotStateStore
 from cdcbridge.tablestore import StreamClient
-from tests.integration.bridge.workers import CHECKOUT, WorkerProcess, end_offsets, read_messages, write_config
+from tests.integration.bridge.workers import CHECKOUT, end_offsets, read_messages, write_config
 from tests.integration.bridge_helpers import BridgeThread, create_stream_table, ots_client
 
 from .traffic import Writer, key, prefill, source_rows, wait_until
@@ -126,12 +127,12 @@ def test_a_prefilled_table_ends_equal_to_the_source_with_writes_during_the_expor
     # The worker streams from the snapshot's start while the writes go on, until an end time it then stops at.
     end_time = datetime.now(UTC) + timedelta(seconds=4)
     configure(config_path, base, **{**sections, "bridge": {**sections["bridge"], "end_time": end_time.isoformat()}})
-    worker = WorkerProcess(config_path, "snapshot-worker", tmp_path / "worker.log").start()
+    worker = BridgeWorkerProcess(config_path, "snapshot-worker", tmp_path / "worker.log").start()
     try:
         wait_until(lambda: datetime.now(UTC) >= end_time - timedelta(seconds=0.3), 30, "the end time to come near")
         writer.stop()
         wait_until(lambda: datetime.now(UTC) > end_time, 5, "the end time")
-        assert worker.process.wait(90) == 0, worker.log()[-4000:]
+        assert worker.wait(90) == 0, worker.log()[-4000:]
     finally:
         worker.stop()
     assert "skipping records committed before the snapshot start" in worker.log()
@@ -205,9 +206,9 @@ def test_a_worker_with_an_end_time_produces_exactly_the_changes_up_to_it_and_exi
     end_time = datetime.fromtimestamp(0, UTC) + timedelta(microseconds=end_us)
     bridge = {"end_time": end_time.isoformat(), "end_time_grace_seconds": 1, "end_time_check_interval_seconds": 0.5}
     configure(config_path, base, bridge=bridge)
-    worker = WorkerProcess(config_path, "until-end", tmp_path / "worker.log").start()
+    worker = BridgeWorkerProcess(config_path, "until-end", tmp_path / "worker.log").start()
     try:
-        assert worker.process.wait(90) == 0, worker.log()[-4000:]
+        assert worker.wait(90) == 0, worker.log()[-4000:]
     finally:
         worker.stop()
     assert "every shard (3) passed the end time" in worker.log()

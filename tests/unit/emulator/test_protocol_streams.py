@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from typing import Any
 
 import pytest
@@ -11,18 +9,16 @@ import tablestore.protobuf.table_store_pb2 as pb2
 from tablestore import OTSClient, OTSServiceError, Row
 
 from cdcbridge.emulator.server import EmulatorServer
+from cdcbridge.harness.emulator_admin import EmulatorAdmin, EmulatorAdminError
 from cdcbridge.tablestore.plainbuffer import decode_row
 from cdcbridge.tablestore.proto import recast, stream_pb2
 
 from .conftest import raw_client
 
 
-def admin(server: EmulatorServer, route: str, body: dict[str, Any]) -> Any:
-    request = urllib.request.Request(
-        f"{server.url}/_emulator/{route}", json.dumps(body).encode(), {"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())
+@pytest.fixture(scope="module")
+def admin(server: EmulatorServer) -> EmulatorAdmin:
+    return EmulatorAdmin(server.url, timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +57,9 @@ def read_all(raw: OTSClient, stream_id: str, shard_id: str) -> tuple[list[Any], 
         iterator = response.next_shard_iterator
 
 
-def test_stream_read_split_trim_and_disable(server: EmulatorServer, raw: OTSClient, client: OTSClient) -> None:
+def test_stream_read_split_trim_and_disable(
+    server: EmulatorServer, raw: OTSClient, client: OTSClient, admin: EmulatorAdmin
+) -> None:
     create_streamed_table(raw, "streamed", columns=("v",))
     details = describe_stream_details(raw, "streamed")
     assert details.enable_stream and details.expiration_time == 24 and details.last_enable_time > 0
@@ -83,7 +81,7 @@ def test_stream_read_split_trim_and_disable(server: EmulatorServer, raw: OTSClie
     assert not records[0].HasField("origin_record")
     assert [c.value for c in decode_row(records[1].origin_record).cells] == ["a"]
 
-    children = admin(server, "split", {"table": "streamed", "shard_id": shard.shard_id})["children"]
+    children = admin.split("streamed", shard.shard_id)
     client.put_row("streamed", Row([("id", 2)], [("v", "c")]))
     _, end = read_all(raw, details.stream_id, shard.shard_id)
     assert end is None  # the closed parent, fully read: no next iterator
@@ -94,9 +92,8 @@ def test_stream_read_split_trim_and_disable(server: EmulatorServer, raw: OTSClie
     assert described.shards[1].parent_id == shard.shard_id and described.next_shard_id == children[1]
     assert sum(len(read_all(raw, details.stream_id, child)[0]) for child in children) == 1
 
-    merged = admin(server, "merge", {"table": "streamed", "shard_id": children[0], "sibling_shard_id": children[1]})
-    assert merged["child"] not in children
-    assert admin(server, "trim", {"table": "streamed", "before_ms": 2**62})["dropped"] == 4
+    assert admin.merge("streamed", children[0], children[1]) not in children
+    assert admin.trim("streamed", 2**62) == 4
     with pytest.raises(OTSServiceError) as raised:
         read_all(raw, details.stream_id, children[0])
     assert raised.value.get_error_code() == "OTSObjectNotExist"  # fully trimmed closed shard is gone
@@ -117,15 +114,13 @@ def test_stream_errors(raw: OTSClient) -> None:
     assert raised.value.get_error_code() == "OTSObjectNotExist"
 
 
-def test_admin_errors_are_json(server: EmulatorServer) -> None:
-    for route, body, status in (
-        ("split", {"table": "missing", "shard_id": "x"}, 404),
-        ("split", {"table": "missing"}, 400),
-        ("nothing", {}, 404),
+def test_admin_errors_are_json(admin: EmulatorAdmin) -> None:
+    for route, body, status, code in (
+        ("split", {"table": "missing", "shard_id": "x"}, 404, "OTSObjectNotExist"),
+        ("split", {"table": "missing"}, 400, "BadRequest"),
+        ("nothing", {}, 404, "NotFound"),
     ):
-        with pytest.raises(urllib.error.HTTPError) as raised:
-            admin(server, route, body)
-        assert raised.value.code == status
-        assert "error" in json.loads(raised.value.read())
-    with urllib.request.urlopen(f"{server.url}/_emulator/health", timeout=10) as response:
-        assert json.loads(response.read())["status"] == "ok"
+        with pytest.raises(EmulatorAdminError) as raised:
+            admin.request("POST", route, body)
+        assert (raised.value.status, raised.value.code) == (status, code)  # read from the JSON error body
+    assert admin.health()["status"] == "ok"

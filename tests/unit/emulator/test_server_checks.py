@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import http.client
-import json
 import time
-import urllib.request
 from typing import Any
 
 import pytest
@@ -22,6 +20,7 @@ from tablestore import (
 from tablestore.auth import RequestContext
 
 from cdcbridge.emulator.server import EmulatorServer
+from cdcbridge.harness.emulator_admin import EmulatorAdmin, EmulatorAdminError
 
 from .conftest import sdk_client
 
@@ -144,21 +143,18 @@ class _Raw:
         return self.data
 
 
-def configure_faults(server: EmulatorServer, body: dict[str, Any], method: str = "POST") -> tuple[int, Any]:
-    request = urllib.request.Request(
-        f"{server.url}/_emulator/faults", json.dumps(body).encode(), {"Content-Type": "application/json"}, method=method
-    )
+def configure_faults(server: EmulatorServer, body: dict[str, Any]) -> tuple[int, Any]:
+    """POST a raw faults body (valid or not): (HTTP status, answer or the error's code)."""
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
+        return 200, EmulatorAdmin(server.url, timeout=10).request("POST", "faults", body)
+    except EmulatorAdminError as error:
+        return error.status or 0, {"error": str(error), "code": error.code}
 
 
 @pytest.fixture
 def faults(server: EmulatorServer) -> Any:
     yield lambda body: configure_faults(server, body)
-    configure_faults(server, {}, method="DELETE")
+    EmulatorAdmin(server.url).clear_faults()
 
 
 def test_injected_throttling_and_retry(server: EmulatorServer, table: str, faults: Any) -> None:
@@ -172,7 +168,7 @@ def test_injected_throttling_and_retry(server: EmulatorServer, table: str, fault
     status, body = faults({"rules": [{"api": "GetRow", "error_code": "OTSServerBusy", "count": 2}]})
     assert status == 200 and body["rules"][0]["count"] == 2
     assert client.get_row(table, [("id", 1)])[1] is not None  # retried twice by the SDK, then served
-    assert configure_faults(server, {}, method="GET")[1] == {"rules": []}
+    assert EmulatorAdmin(server.url).faults() == []
 
 
 def test_dropped_response_still_applies_the_write(server: EmulatorServer, table: str, faults: Any) -> None:

@@ -11,6 +11,7 @@ import pytest
 from cdcbridge.coordination.leases.lease import Lease
 from cdcbridge.harness.chaos import injectors
 from cdcbridge.harness.chaos.injectors import FaultTimings, freeze_worker, kill_worker, merge_shards
+from cdcbridge.harness.emulator_admin import EmulatorAdminError
 
 
 @dataclass
@@ -53,7 +54,7 @@ class FakeEnv:
     owners: dict[str, str]
     lease_duration: float = 6.0
     open_shards: list[str] = field(default_factory=list)
-    emulator_url: str = "http://emulator"
+    admin: Any = None
     table: str = "t"
 
     def leases(self) -> dict[str, Lease]:
@@ -97,23 +98,36 @@ def test_a_killed_worker_comes_back_under_a_new_id(slept: list[float]) -> None:
     assert injection.detail == "kill -9 w2-1, restarted as w2-2 after 0.5s"
 
 
-def test_a_merge_with_one_open_shard_splits_it_first_and_skips_pairs_that_are_not_adjacent(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_merge_with_one_open_shard_splits_it_first_and_skips_pairs_that_are_not_adjacent() -> None:
     env = FakeEnv(FakePool([FakeSlot("w1-1")]), {}, open_shards=["s1"])
-    calls: list[tuple[str, dict[str, Any]]] = []
+    calls: list[tuple[str, ...]] = []
 
-    def admin(url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        calls.append((path, body))
-        if path == "split":
+    class Admin:
+        def split(self, table: str, shard_id: str) -> list[str]:
+            calls.append(("split", table, shard_id))
             env.open_shards = ["s2", "s3", "s4"]
-            return {"children": ["s2", "s3"]}
-        if {body["shard_id"], body["sibling_shard_id"]} != {"s2", "s3"}:
-            raise OSError("HTTP 400: not adjacent")
-        return {"child": "s5"}
+            return ["s2", "s3"]
 
-    monkeypatch.setattr(injectors, "emulator_admin", admin)
+        def merge(self, table: str, shard_id: str, sibling_shard_id: str) -> str:
+            calls.append(("merge", table, shard_id, sibling_shard_id))
+            if {shard_id, sibling_shard_id} != {"s2", "s3"}:
+                raise EmulatorAdminError("not adjacent", status=400, code="OTSParameterInvalid")
+            return "s5"
+
+    env.admin = Admin()
     injection = merge_shards(env, random.Random(0), FaultTimings())  # type: ignore[arg-type]
-    assert calls[0] == ("split", {"table": "t", "shard_id": "s1"})
+    assert calls[0] == ("split", "t", "s1")
     assert injection.detail.startswith("split s1 into s2, s3, then merged ")
     assert injection.detail.endswith(" into s5")
+
+
+def test_a_merge_the_emulator_fails_for_another_reason_is_not_skipped() -> None:
+    env = FakeEnv(FakePool([FakeSlot("w1-1")]), {}, open_shards=["s1", "s2"])
+
+    class Admin:
+        def merge(self, table: str, shard_id: str, sibling_shard_id: str) -> str:
+            raise EmulatorAdminError("the emulator at http://emulator did not answer POST merge")
+
+    env.admin = Admin()
+    with pytest.raises(EmulatorAdminError, match="did not answer"):
+        merge_shards(env, random.Random(0), FaultTimings())  # type: ignore[arg-type]

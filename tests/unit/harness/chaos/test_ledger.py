@@ -11,7 +11,6 @@ from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
 from cdcbridge.contract import CellOp
 from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
 from cdcbridge.coordination.leases.lease import Lease
-from cdcbridge.harness.chaos import ledger as ledger_module
 from cdcbridge.harness.chaos.ledger import StreamLedger
 
 
@@ -60,20 +59,24 @@ def checkpointed_at(shard: str, ts: int) -> Lease:
     return Lease("stream", shard, checkpoint="iterator", checkpoint_seq=ExtendedSequence(Sequence(1, ts, 0)))
 
 
+@dataclass
+class FakeAdmin:
+    """The emulator's trim, on the fake stream."""
+
+    streams: FakeStreams
+
+    def trim(self, table: str, before_ms: int) -> int:
+        assert table == "t"
+        return self.streams.trim(before_ms * 1000)
+
+
 @pytest.fixture
-def streams(monkeypatch: pytest.MonkeyPatch) -> FakeStreams:
-    fake = FakeStreams({"a": [1_000, 2_000, 3_000, 9_000], "b": [1_500, 2_500, 5_000]})
-
-    def admin(url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        assert path == "trim"
-        return {"dropped": fake.trim(body["before_ms"] * 1000)}
-
-    monkeypatch.setattr(ledger_module, "emulator_admin", admin)
-    return fake
+def streams() -> FakeStreams:
+    return FakeStreams({"a": [1_000, 2_000, 3_000, 9_000], "b": [1_500, 2_500, 5_000]})
 
 
 def test_a_trim_cuts_below_the_oldest_unconfirmed_record_and_keeps_what_it_cut(streams: FakeStreams) -> None:
-    ledger = StreamLedger(streams, "stream", "t", "http://emulator")
+    ledger = StreamLedger(streams, "stream", "t", FakeAdmin(streams))  # type: ignore[arg-type]
     leases = {"a": checkpointed_at("a", 3_000), "b": checkpointed_at("b", 1_500)}
     result = ledger.trim_checkpointed(leases)
     assert result.before_ms == 2  # b's 2_500 µs record is not confirmed: cut at 2 ms
@@ -86,7 +89,7 @@ def test_a_trim_cuts_below_the_oldest_unconfirmed_record_and_keeps_what_it_cut(s
 
 
 def test_nothing_is_trimmed_while_a_shard_has_confirmed_nothing(streams: FakeStreams) -> None:
-    ledger = StreamLedger(streams, "stream", "t", "http://emulator")
+    ledger = StreamLedger(streams, "stream", "t", FakeAdmin(streams))  # type: ignore[arg-type]
     result = ledger.trim_checkpointed({"a": checkpointed_at("a", 9_000)})  # b has no lease yet
     assert (result.kept, result.dropped) == (0, 0)
     assert len(ledger.all_changes()) == 7
