@@ -316,8 +316,8 @@ def _messages_in(endpoints: StackEndpoints, topic: str) -> int:
 
 def run_demo(*, rows: int = 300, operations: int = 3000, seed: int = 7, keep: bool = False,
              timeout: float = 300.0) -> DemoSummary:  # fmt: skip
-    from cdcbridge.apply.spark.session import build_spark_session
     from cdcbridge.config import load_config
+    from cdcbridge.harness.stack.spark import local_spark_session
     from cdcbridge.tablestore import StreamClient, build_ots_client
 
     work = Path(tempfile.mkdtemp(prefix="cdcbridge-demo-"))
@@ -375,7 +375,7 @@ def run_demo(*, rows: int = 300, operations: int = 3000, seed: int = 7, keep: bo
 
         click.echo("running the Spark apply job into Delta Lake until the target equals the source")
         source = read_source_rows(ots)
-        spark = build_spark_session("cdcbridge-demo")
+        spark = local_spark_session("cdcbridge-demo", config.apply.spark)
         try:
             catch_up = apply_until_equal(config, spark, TABLE, source, timeout=timeout)
         finally:

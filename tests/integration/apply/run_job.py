@@ -13,6 +13,7 @@ from pathlib import Path
 from cdcbridge.apply.job import run_apply
 from cdcbridge.apply.targets.delta import DeltaTarget
 from cdcbridge.config import BridgeConfig
+from cdcbridge.harness.stack.spark import local_spark_settings
 
 
 def main() -> int:
@@ -24,6 +25,7 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(name)s %(message)s")
     config = BridgeConfig.model_validate_json(Path(args.config).read_text())
+    config = config.with_spark(local_spark_settings(config.apply.spark))  # as `cdcbridge apply` does
     if args.hang_after_write is not None:
         original, original_folded = DeltaTarget.write, DeltaTarget.write_folded
 
