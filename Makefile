@@ -50,6 +50,7 @@ demo: setup
 
 test: setup
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/pytest -p no:cacheprovider -q -ra tests
 
 unit: venv
@@ -60,6 +61,7 @@ integration: setup
 
 lint:
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/ruff format --check .
 
 format:

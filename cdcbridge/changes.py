@@ -7,6 +7,7 @@ only ever see these, so a second source could be added without touching them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from cdcbridge.contract import CellOp, seq_key
@@ -76,3 +77,16 @@ class ChangeRecord:
     def timestamp_ms(self) -> int:
         """Commit time of the record in milliseconds (the sequence timestamp is in µs)."""
         return self.sequence.timestamp_us // 1000
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def to_us(moment: datetime) -> int:
+    """A commit time in the sequences' unit, microseconds since the epoch, exactly (a float could be off by one)."""
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+def format_time_us(us: int) -> str:
+    """A commit time in µs as ISO 8601 UTC with milliseconds, as logs and `cdcbridge status` show it."""
+    return datetime.fromtimestamp(us / 1e6, UTC).isoformat(timespec="milliseconds")

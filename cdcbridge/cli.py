@@ -403,10 +403,19 @@ def bench_report(ctx: click.Context, output: Path) -> None:
 @_config_option
 @click.option("--once", is_flag=True, help="Apply what the topics hold now, then exit (availableNow trigger).")
 def apply(config_path: Path, once: bool) -> None:
-    """Run the Spark apply job: Kafka topics → dedup + ordered apply → the configured target."""
+    """Run the Spark apply job: Kafka topics → dedup + ordered apply → the configured target.
+
+    Launched as is, the job starts Spark from apply.spark, with the checkout's connector jars (fetched by Maven
+    when missing) and an installed JDK for what it leaves unset; under spark-submit it takes the Spark it was
+    given."""
     from cdcbridge.apply.job import run_apply
+    from cdcbridge.apply.spark.session import under_launched_spark
 
     config = _load_config(config_path)
+    if not under_launched_spark():
+        from cdcbridge.harness.stack.spark import local_spark_settings
+
+        config = config.with_spark(local_spark_settings(config.apply.spark))
     summary = run_apply(config, once=once, stop_event=None if once else _stop_on_sigterm())
     for line in summary.lines():
         click.echo(line)

@@ -162,6 +162,74 @@ class BadRecordPolicy(StrEnum):
     DEAD_LETTER = "dead_letter"
 
 
+#: Master URLs Spark accepts: local (local[N], local[*], local[N,F]), local-cluster[...], standalone, YARN, Kubernetes.
+_SPARK_MASTER = re.compile(
+    r"local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[[^\]]+\]|spark://\S+|yarn|k8s://\S+|mesos://\S+"
+)
+#: Spark settings that have a field of their own, so each is set in one place.
+_SPARK_CONF_FIELDS = {"spark.master": "master", "spark.driver.memory": "driver_memory"}
+
+
+class SparkSettings(_Section):
+    """Where the apply job's Spark runs. `cdcbridge apply` launches Spark with these; under spark-submit (or in a
+    process that already runs Spark) the master and settings it was given win and only missing keys are added."""
+
+    master: str = Field(
+        "local[*]",
+        description="Spark master when the job launches Spark itself: local[*] (every core of this machine), "
+        "local[N], spark://HOST:PORT, yarn, k8s://URL; not used under spark-submit, which names its own",
+    )
+    conf: dict[str, str] = Field(
+        default_factory=dict,
+        description="any Spark setting, passed through (e.g. spark.executor.memory, spark.hadoop.fs.s3a.*); it "
+        "replaces the job's defaults, not what spark-submit was given; spark.jars entries are added to jars_dir's",
+    )
+    jars_dir: Path | None = Field(
+        None,
+        description="folder of the connector jars (Kafka source, Avro, Delta, JDBC, the apply kernel) given to Spark "
+        "as local files; unset: `cdcbridge apply` uses the checkout's .cache/jvm/spark, fetched by Maven if missing",
+    )
+    java_home: Path | None = Field(
+        None,
+        description="JDK (17 or 21) Spark runs on; unset: JAVA_HOME, else `cdcbridge apply` finds an installed one",
+    )
+    driver_memory: str | None = Field(
+        None,
+        pattern=r"(?i)^\d+([kmgtp]b?|b)?$",
+        description="driver heap when the job launches Spark (e.g. 2g); unset: Spark's default (1g)",
+    )
+
+    @field_validator("master")
+    @classmethod
+    def _known_master(cls, value: str) -> str:
+        if _SPARK_MASTER.fullmatch(value) is None:
+            raise ValueError(
+                f"{value!r} is not a Spark master URL; use local[*], local[N], spark://HOST:PORT, yarn or k8s://URL"
+            )
+        return value
+
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _settings_as_text(cls, value: Any) -> Any:
+        """YAML numbers and booleans become the text Spark reads (``4``, ``true``)."""
+        if not isinstance(value, Mapping):
+            return value
+        return {
+            key: str(item).lower() if isinstance(item, bool) else str(item) if isinstance(item, int | float) else item
+            for key, item in value.items()
+        }
+
+    @field_validator("conf")
+    @classmethod
+    def _spark_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if key in _SPARK_CONF_FIELDS:
+                raise ValueError(f"{key} has a setting of its own: set apply.spark.{_SPARK_CONF_FIELDS[key]}")
+            if not key.startswith("spark."):
+                raise ValueError(f"{key!r} is not a Spark setting (they start with 'spark.'; Hadoop's: spark.hadoop.)")
+        return value
+
+
 class ApplyConfig(_Section):
     target: ApplyTarget = Field(ApplyTarget.DELTA, description="delta, postgres or tablestore")
     delta_path: str = Field("./data/delta", description="root folder of the Delta tables (one per source table)")
@@ -214,6 +282,7 @@ class ApplyConfig(_Section):
         "plus the longest replay (None: keep them)",
     )
     purge_interval_seconds: float = Field(3600.0, gt=0, description="how often the purge runs while the job runs")
+    spark: SparkSettings = SparkSettings()
 
 
 class ObservabilityConfig(_Section):
@@ -293,6 +362,10 @@ class BridgeConfig(_Section):
         """This configuration with `bridge.end_time` replaced (`cdcbridge run --end-time`)."""
         _require_timezone(end_time)
         return self.model_copy(update={"bridge": self.bridge.model_copy(update={"end_time": end_time})})
+
+    def with_spark(self, spark: SparkSettings) -> BridgeConfig:
+        """This configuration with `apply.spark` replaced (the CLI fills in the local Spark environment)."""
+        return self.model_copy(update={"apply": self.apply.model_copy(update={"spark": spark})})
 
     @model_validator(mode="after")
     def _topics_are_distinct(self) -> BridgeConfig:

@@ -216,12 +216,13 @@ def run_apply(
     """Run the apply job: with `once`, until the topics' current end (availableNow), else until `stop_event` is
     set or SIGTERM/SIGINT arrives. Raises the first bad-input error (naming topic/partition/offset) under the
     stop policy, or :class:`ApplyJobError` if the query fails otherwise. `spark` and `target` are for tests and
-    embedding; by default the job builds its own session and the configured target."""
+    embedding; by default the job builds its session from ``apply.spark`` (or joins the Spark that launched the
+    process) and the configured target."""
     own_session = spark is None
     if spark is None:
         from cdcbridge.apply.spark.session import build_spark_session
 
-        spark = build_spark_session("cdcbridge-apply")
+        spark = build_spark_session("cdcbridge-apply", config.apply.spark)
     routing = TopicRouting.from_config(config)
     target = target or build_target(config, spark)
     summary = ApplySummary(target=target.name)

@@ -16,11 +16,13 @@ import threading
 from dataclasses import dataclass, field
 from functools import partial
 
+from cdcbridge.bridge.end_time import watch_end_time
 from cdcbridge.bridge.gc_tuning import tune_for_throughput
 from cdcbridge.bridge.partition_watch import PartitionWatch
 from cdcbridge.bridge.processor import BridgeContext, BridgeProcessor
 from cdcbridge.bridge.row_lookup import SourceRowReader
 from cdcbridge.bridge.worker_metrics import StatsPump
+from cdcbridge.changes import to_us
 from cdcbridge.config import BridgeConfig, ConfigError
 from cdcbridge.coordination.leases.tablestore_store import TablestoreLeaseStore
 from cdcbridge.coordination.stream.tablestore_access import TablestoreStreamAccess
@@ -37,7 +39,6 @@ from cdcbridge.publish.tables import (
     retry_until_up,
     source_client,
 )
-from cdcbridge.snapshot.end_time import to_us, watch_end_time
 from cdcbridge.snapshot.state import SnapshotStateStore
 from cdcbridge.snapshot.stream_start import StreamStartReader, wait_for_snapshots
 from cdcbridge.tablestore.client import StreamClient

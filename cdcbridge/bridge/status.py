@@ -4,7 +4,7 @@ Per shard: owner, stealer, checkpoint, parents, how long ago the lease was last 
 its LeaseCounter cell, which every lease write bumps) and the lag: records after the checkpoint and the age of the
 oldest of them. Per topic: the partition count recorded at creation and the count Kafka reports now. Per table with
 a snapshot: its state, stream start and progress. With an end time (`bridge.end_time`, or passed in): per shard the
-commit time reached against it and whether it passed (cdcbridge.snapshot.end_time), like DescribeTunnel's progress.
+commit time reached against it and whether it passed (cdcbridge.bridge.end_time), like DescribeTunnel's progress.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from cdcbridge.bridge.end_time import shard_progress
+from cdcbridge.changes import format_time_us, to_us
 from cdcbridge.config import BridgeConfig
 from cdcbridge.coordination.checkpoint.positions import SHARD_END, TRIM_HORIZON
 from cdcbridge.coordination.leases.lease import (
@@ -22,7 +24,6 @@ from cdcbridge.coordination.leases.lease import (
 from cdcbridge.coordination.leases.tablestore_store import TablestoreLeaseStore, lease_renew_times
 from cdcbridge.publish.tables import source_client
 from cdcbridge.publish.topic_record import TopicPartitionRecord
-from cdcbridge.snapshot.end_time import format_time_us, shard_progress, to_us
 from cdcbridge.snapshot.state import SnapshotStateStore
 from cdcbridge.tablestore.client import StreamClient
 from cdcbridge.tablestore.errors import StreamError

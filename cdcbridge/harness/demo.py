@@ -302,8 +302,8 @@ def run_demo(*, rows: int = 300, operations: int = 3000, seed: int = 7, keep: bo
 
 def _run_demo(work: Path, summary: DemoSummary, echo: Callable[[str], None], *, rows: int, operations: int,
               seed: int, keep: bool, timeout: float) -> DemoSummary:  # fmt: skip
-    from cdcbridge.apply.spark.session import build_spark_session
     from cdcbridge.config import load_config
+    from cdcbridge.harness.stack.spark import local_spark_session
     from cdcbridge.tablestore import StreamClient, build_ots_client
 
     stack = LocalStack(work / "stack")
@@ -359,7 +359,7 @@ def _run_demo(work: Path, summary: DemoSummary, echo: Callable[[str], None], *, 
 
         echo("running the Spark apply job into Delta Lake until the target equals the source")
         source = read_source_rows(ots)
-        spark = build_spark_session("cdcbridge-demo")
+        spark = local_spark_session("cdcbridge-demo", config.apply.spark)
         try:
             catch_up = apply_until_equal(config, spark, TABLE, source, timeout=timeout)
         finally:

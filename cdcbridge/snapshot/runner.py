@@ -27,13 +27,13 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import IO, Any
 
+from cdcbridge.changes import format_time_us
 from cdcbridge.config import BridgeConfig
 from cdcbridge.coordination.leases.lease import Lease
 from cdcbridge.coordination.leases.tablestore_store import TablestoreLeaseStore, lease_renew_times
 from cdcbridge.kafka.schemas import TopicValueSerializers
 from cdcbridge.kafka.sink import KafkaSink
 from cdcbridge.publish.tables import TableRuntime, fast_encoders, prepare_tables, source_client
-from cdcbridge.snapshot.end_time import format_time_us
 from cdcbridge.snapshot.errors import SnapshotError, SnapshotRefusedError
 from cdcbridge.snapshot.export import Publisher, RangeExporter, RowCounter
 from cdcbridge.snapshot.progress_display import ProgressDisplay

@@ -19,7 +19,7 @@ COPY cdcbridge ./cdcbridge
 COPY schemas ./schemas
 RUN pip install --no-cache-dir .
 COPY --from=jars /opt/cdcbridge/jars /opt/cdcbridge/jars
-ENV CDCBRIDGE_SPARK_JARS=/opt/cdcbridge/jars \
+ENV CDCBRIDGE__APPLY__SPARK__JARS_DIR=/opt/cdcbridge/jars \
     JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
     PYTHONUNBUFFERED=1
 RUN useradd --create-home --uid 10001 cdcbridge && mkdir -p /data && chown cdcbridge /data

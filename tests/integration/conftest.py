@@ -49,11 +49,13 @@ def emulator() -> Iterator[EmulatorServer]:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory):
-    from cdcbridge.apply.spark.session import build_spark_session
+    from cdcbridge.config import SparkSettings
+    from cdcbridge.harness.stack.spark import local_spark_session
 
     warehouse: Path = tmp_path_factory.mktemp("spark-warehouse")
     os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
-    session = build_spark_session("cdcbridge-tests", extra_conf={"spark.sql.warehouse.dir": str(warehouse)})
+    settings = SparkSettings(master="local[2]", conf={"spark.sql.warehouse.dir": str(warehouse)})
+    session = local_spark_session("cdcbridge-tests", settings)
     try:
         yield session
     finally:

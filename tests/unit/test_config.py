@@ -117,3 +117,47 @@ def test_a_yaml_error_never_quotes_the_line_that_may_hold_a_secret(tmp_path: Pat
     message = str(raised.value)
     assert "hunter2-secret" not in message
     assert "is not valid YAML at line 1" in message and "fix the syntax there" in message
+
+
+def test_apply_spark_defaults_to_every_local_core_and_spark_s_own_settings() -> None:
+    spark = parse_config(MINIMAL, environ={}).apply.spark
+    assert spark.master == "local[*]"
+    assert spark.conf == {} and spark.jars_dir is None and spark.java_home is None and spark.driver_memory is None
+
+
+def test_apply_spark_conf_takes_yaml_scalars_as_the_text_spark_reads(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "source: {tables: [{name: t}]}\napply:\n  spark:\n    master: spark://head:7077\n    driver_memory: 4g\n"
+        "    conf: {spark.executor.instances: 4, spark.ui.enabled: true, spark.hadoop.fs.s3a.endpoint: s3.local}\n"
+    )
+    spark = load_config(path, environ={"CDCBRIDGE__APPLY__SPARK__JARS_DIR": "/opt/cdcbridge/jars"}).apply.spark
+    assert spark.master == "spark://head:7077" and spark.driver_memory == "4g"
+    assert spark.conf == {
+        "spark.executor.instances": "4",
+        "spark.ui.enabled": "true",
+        "spark.hadoop.fs.s3a.endpoint": "s3.local",
+    }
+    assert spark.jars_dir == Path("/opt/cdcbridge/jars")
+
+
+@pytest.mark.parametrize(
+    ("spark", "message"),
+    [
+        ({"master": "locl[2]"}, r"apply\.spark\.master: .*'locl\[2\]' is not a Spark master URL"),
+        ({"conf": {"spark.master": "yarn"}}, r"apply\.spark\.conf: .*set apply\.spark\.master"),
+        ({"conf": {"spark.driver.memory": "2g"}}, r"apply\.spark\.conf: .*set apply\.spark\.driver_memory"),
+        ({"conf": {"fs.s3a.endpoint": "x"}}, r"apply\.spark\.conf: .*'fs\.s3a\.endpoint' is not a Spark setting"),
+        ({"driver_memory": "a lot"}, r"apply\.spark\.driver_memory"),
+    ],
+)
+def test_a_bad_apply_spark_setting_names_the_field(spark: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_config({**MINIMAL, "apply": {"spark": spark}}, environ={})
+
+
+def test_with_spark_replaces_only_apply_spark() -> None:
+    config = parse_config({**MINIMAL, "apply": {"target": "postgres"}}, environ={})
+    resolved = config.with_spark(config.apply.spark.model_copy(update={"jars_dir": Path("/jars")}))
+    assert resolved.apply.spark.jars_dir == Path("/jars") and resolved.apply.target is ApplyTarget.POSTGRES
+    assert config.apply.spark.jars_dir is None

@@ -49,7 +49,8 @@ class KernelFunction:
                 f"Spark cannot load {self.java_class}, a compiled function of the apply job "
                 "(cdcbridge-spark-kernel.jar)",
                 fix="run `make setup` (Maven builds it from deploy/spark/pom.xml into .cache/jvm/spark); if "
-                "CDCBRIDGE_SPARK_JARS names a jars folder of your own, build that pom with -Djars.dir=<that folder>",
+                "apply.spark.jars_dir names a jars folder of your own, build that pom with -Djars.dir=<that folder>; "
+                "under spark-submit, pass that folder's jars with --jars",
             ) from None
 
     def _register_expression(self, spark: SparkSession) -> None:

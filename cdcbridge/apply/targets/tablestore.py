@@ -112,6 +112,36 @@ def guard_condition(seq: str | None) -> Condition:
     )
 
 
+def sdk_client(config: BridgeConfig) -> OTSClient:
+    """A plain SDK client for the target instance (``apply.tablestore_*``, each defaulting to the source's).
+
+    The target writes and reads rows only, so it needs none of the stream APIs or the stream retry policy of the
+    bridge's client: the SDK's own retry policy and this target's row retries are what it runs with.
+    """
+    apply, source = config.apply, config.source
+    endpoint = apply.tablestore_endpoint or source.endpoint
+    instance = apply.tablestore_instance or source.instance
+    own_key = apply.tablestore_access_key_id is not None
+    key_id = (apply.tablestore_access_key_id or source.access_key_id).get_secret_value()
+    secret = (apply.tablestore_access_key_secret or source.access_key_secret).get_secret_value()
+    # Temporary source credentials come with their STS token; the target's own keys have none.
+    sts_token = None if own_key or source.sts_token is None else source.sts_token.get_secret_value()
+    for name, value in (("endpoint", endpoint), ("instance", instance), ("access_key_id", key_id),
+                        ("access_key_secret", secret)):  # fmt: skip
+        if not value:
+            raise TargetError(
+                f"the Tablestore target's {name} is empty",
+                fix=f"set apply.tablestore_{name} (or source.{name}, its default)",
+            )
+    try:
+        return OTSClient(endpoint, key_id, secret, instance, region=source.region or None, sts_token=sts_token)
+    except OTSClientError as error:
+        raise TargetError(
+            f"cannot build a Tablestore client for endpoint {endpoint!r}, instance {instance!r}: "
+            f"{error.get_error_message()}"
+        ) from None
+
+
 class TablestoreTarget(ApplyTarget):
     """Writes folded rows into Tablestore tables with conditional BatchWriteRow (see the module docstring)."""
 
@@ -135,19 +165,10 @@ class TablestoreTarget(ApplyTarget):
 
     @classmethod
     def from_config(cls, config: BridgeConfig) -> TablestoreTarget:
-        from cdcbridge.tablestore.connection import build_ots_client
-
-        apply, source = config.apply, config.source
-        key_id = apply.tablestore_access_key_id or source.access_key_id
-        secret = apply.tablestore_access_key_secret or source.access_key_secret
-        client = build_ots_client(
-            apply.tablestore_endpoint or source.endpoint,
-            apply.tablestore_instance or source.instance,
-            key_id.get_secret_value(),
-            secret.get_secret_value(),
-            region=source.region,
+        apply = config.apply
+        return cls(
+            sdk_client(config), table_prefix=apply.tablestore_table_prefix, dead_letter_table=apply.dead_letter_table
         )
-        return cls(client, table_prefix=apply.tablestore_table_prefix, dead_letter_table=apply.dead_letter_table)
 
     def target_table(self, table: str) -> str:
         return f"{self.table_prefix}{table}"

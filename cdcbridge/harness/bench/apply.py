@@ -273,8 +273,9 @@ def run_apply_bench(
     """Measure apply throughput per target and batch size, and freshness into Delta; returns flat figures
     (``delta_100k_batches.rec_per_s``, ``delta_freshness.p95_s``, …). Each target is first warmed up with
     `warmup_batches` batches of every size (not reported)."""
-    from cdcbridge.apply.spark.session import build_spark_session
+    from cdcbridge.config import SparkSettings
     from cdcbridge.harness.stack.postgres import PostgresServer
+    from cdcbridge.harness.stack.spark import local_spark_session
     from cdcbridge.harness.stack.stack import LocalStack, StackPorts
 
     work = Path(tempfile.mkdtemp(prefix="cdcbridge-apply-bench-"))
@@ -284,7 +285,8 @@ def run_apply_bench(
         up = stack.up(StackPorts(0, 0, 0, 0), services=("kafka", "registry"))
         endpoints = {"kafka": up.kafka_bootstrap, "registry": up.registry_url}
     postgres = PostgresServer().start() if "postgres" in targets else None
-    spark = build_spark_session("cdcbridge-bench-apply")
+    # local[2], as every figure in benchmarks/ was measured
+    spark = local_spark_session("cdcbridge-bench-apply", SparkSettings(master="local[2]"))
     figures: dict[str, Any] = {}
     try:
         for target in targets:

@@ -187,9 +187,9 @@ def _run(options: ChaosOptions, report: ChaosReport, work: Path, spark: Any, say
     load = LoadGenerator(client(), TABLE, rows=options.rows, rate=options.rate, seed=options.seed).start()
     cleanup.callback(load.stop)
     if spark is None:
-        from cdcbridge.apply.spark.session import build_spark_session
+        from cdcbridge.harness.stack.spark import local_spark_session
 
-        spark = build_spark_session("cdcbridge-chaos")
+        spark = local_spark_session("cdcbridge-chaos", config.apply.spark)
         cleanup.callback(spark.stop)
         spark.sparkContext.setLogLevel("ERROR")  # broker restarts would flood the output with client warnings
     interrupt = threading.Event()

@@ -34,6 +34,11 @@ def unique_prefix() -> str:
 
 
 def job_config(stack: StackEndpoints, prefix: str, work: Path, **apply: Any) -> BridgeConfig:
+    return parse_config(job_settings(stack, prefix, work, **apply), environ={})
+
+
+def job_settings(stack: StackEndpoints, prefix: str, work: Path, **apply: Any) -> dict[str, Any]:
+    """The configuration of a job reading `prefix`'s topics into `work`, as the YAML file would hold it."""
     tables = [{"name": name, "formats": [fmt], "partitions": 2} for name, fmt in TABLES.items()]
     settings = {
         "delta_path": str(work / "delta"),
@@ -42,15 +47,12 @@ def job_config(stack: StackEndpoints, prefix: str, work: Path, **apply: Any) -> 
         "max_offsets_per_trigger": 300,
         **apply,
     }
-    return parse_config(
-        {
-            "source": {"tables": tables},
-            "kafka": {"bootstrap_servers": stack.kafka_bootstrap, "topic_prefix": prefix,
-                      "schema_registry": {"url": stack.registry_url}},
-            "apply": settings,
-        },
-        environ={},
-    )  # fmt: skip
+    return {
+        "source": {"tables": tables},
+        "kafka": {"bootstrap_servers": stack.kafka_bootstrap, "topic_prefix": prefix,
+                  "schema_registry": {"url": stack.registry_url}},
+        "apply": settings,
+    }  # fmt: skip
 
 
 @dataclass

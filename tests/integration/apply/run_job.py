@@ -14,6 +14,7 @@ import click
 from cdcbridge.apply.job import run_apply
 from cdcbridge.apply.targets.delta import DeltaTarget
 from cdcbridge.config import BridgeConfig
+from cdcbridge.harness.stack.spark import local_spark_settings
 
 
 @click.command()
@@ -25,6 +26,7 @@ def main(config: Path, hang_after_write: int | None, flag: Path | None, continuo
     """Run the apply job of CONFIG (a BridgeConfig as JSON) once, or until SIGTERM with --continuous."""
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(name)s %(message)s")
     job_config = BridgeConfig.model_validate_json(config.read_text())
+    job_config = job_config.with_spark(local_spark_settings(job_config.apply.spark))  # as `cdcbridge apply` does
     if hang_after_write is not None:
         if flag is None:
             raise click.UsageError("--hang-after-write needs --flag")

@@ -3,6 +3,7 @@ an evolved schema, re-run batches, bad input, and a job killed mid-batch."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -25,11 +26,13 @@ from cdcbridge.apply.targets.postgres import PostgresTarget
 from cdcbridge.apply.targets.tablestore import TablestoreTarget
 from cdcbridge.config import ObservabilityConfig
 from cdcbridge.harness.processes import free_port
+from cdcbridge.harness.stack.spark import local_spark_settings
 
 from .helpers import (
     TABLES,
     delta_live,
     job_config,
+    job_settings,
     make_workload,
     postgres_live,
     produce,
@@ -38,6 +41,7 @@ from .helpers import (
 )
 
 HERE = Path(__file__).parent
+ROOT = HERE.parents[2]
 
 
 class ScrapingDeltaTarget(DeltaTarget):
@@ -259,3 +263,37 @@ def test_tablestore_target_equals_the_source_despite_redeliveries(stack, spark, 
         assert marker is not None and marker.batch_id < summary.report.batches
     finally:
         emulator.stop()
+
+
+def test_under_spark_submit_the_job_takes_the_master_and_settings_it_was_given(stack, spark, tmp_path) -> None:
+    import pyspark
+
+    prefix = unique_prefix()
+    work = make_workload(prefix, records=60, tail=10, seed=53)
+    produce_workload(stack, work)
+    config_file = tmp_path / "cdcbridge.yaml"  # JSON is YAML
+    configured = {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "3", "spark.executor.cores": "1"}}
+    config_file.write_text(json.dumps(job_settings(stack, prefix, tmp_path, spark=configured)))
+    local = local_spark_settings()
+    assert local.jars_dir is not None
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    if local.java_home is not None:
+        env["JAVA_HOME"] = str(local.java_home)
+    submit = [
+        str(Path(pyspark.__file__).parent / "bin" / "spark-submit"),
+        "--master", "local[1]",
+        "--conf", "spark.sql.shuffle.partitions=1",
+        "--conf", "spark.ui.enabled=false",
+        "--jars", ",".join(str(jar) for jar in sorted(local.jars_dir.glob("*.jar"))),
+        str(ROOT / "deploy" / "spark" / "cdcbridge_submit.py"), "apply", "--config", str(config_file), "--once",
+    ]  # fmt: skip
+    result = subprocess.run(submit, env=env, capture_output=True, text=True, timeout=600, check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    (launched,) = [line for line in output.splitlines() if "Spark was launched with master" in line]
+    assert "master local[1];" in launched  # spark-submit's, not apply.spark.master
+    added = launched.split("it was not given: ")[1].split(", ")
+    assert "spark.executor.cores" in added and "spark.sql.extensions" in added
+    assert "spark.sql.shuffle.partitions" not in added and "spark.master" not in added
+    for table in TABLES:
+        assert delta_live(spark, f"{tmp_path}/delta/{table}") == work.expected(table)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from tablestore import OTSClient
+from tablestore.retry import DefaultRetryPolicy
 
 from cdcbridge.apply.core.model import ColumnValue, TargetRow
 from cdcbridge.apply.errors import TargetError
@@ -15,7 +17,11 @@ from cdcbridge.apply.targets.tablestore import (
     guard_condition,
     row_attributes,
     row_from_columns,
+    sdk_client,
 )
+from cdcbridge.config import BridgeConfig, parse_config
+from cdcbridge.tablestore.connection import build_ots_client
+from cdcbridge.tablestore.retry import StreamRetryPolicy
 
 
 class FakeClient:
@@ -74,3 +80,35 @@ def test_a_row_round_trips_through_its_attribute_columns() -> None:
         ComparatorType.LESS_THAN,
         True,
     )
+
+
+def _config(apply: dict | None = None, **source) -> BridgeConfig:
+    return parse_config({"source": {"tables": [{"name": "t"}], **source}, "apply": apply or {}}, environ={})
+
+
+def test_the_target_builds_a_plain_sdk_client_with_the_sdk_retry_policy() -> None:
+    build_ots_client("http://source:8900", "cdcbridge", "id", "secret")  # the bridge's kind of client
+    client = sdk_client(_config({"tablestore_endpoint": "http://target:8900", "tablestore_instance": "copy"}))
+    assert type(client) is OTSClient
+    assert isinstance(client.retry_policy, DefaultRetryPolicy) and not isinstance(
+        client.retry_policy, StreamRetryPolicy
+    )
+    assert (
+        "GetStreamRecord" not in client.protocol.encoder.api_encode_map
+    )  # the stream APIs are the bridge's, not the target's
+    assert client.protocol.instance_name == "copy"
+
+
+def test_source_credentials_carry_their_sts_token_and_the_targets_own_keys_do_not() -> None:
+    temporary = {"access_key_id": "sts-id", "access_key_secret": "sts-secret", "sts_token": "token-1"}
+    borrowed = sdk_client(_config(**temporary))
+    own = sdk_client(
+        _config({"tablestore_access_key_id": "own-id", "tablestore_access_key_secret": "own-secret"}, **temporary)
+    )
+    assert borrowed.credentials_provider.get_credentials().get_security_token() == "token-1"
+    assert own.credentials_provider.get_credentials().get_security_token() is None
+
+
+def test_an_empty_target_setting_is_named_in_the_error() -> None:
+    with pytest.raises(TargetError, match=r"endpoint is empty.*apply\.tablestore_endpoint"):
+        sdk_client(_config(endpoint=""))

@@ -9,16 +9,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from cdcbridge.changes import ChangeRecord, RecordAction, Sequence
-from cdcbridge.coordination.checkpoint.positions import SHARD_END, ExtendedSequence
-from cdcbridge.coordination.leases.lease import Lease
-from cdcbridge.snapshot.end_time import (
+from cdcbridge.bridge.end_time import (
     EndTimeWatch,
     ShardEndProgress,
     end_time_progress,
     first_unconfirmed,
     has_passed,
 )
+from cdcbridge.changes import ChangeRecord, RecordAction, Sequence
+from cdcbridge.coordination.checkpoint.positions import SHARD_END, ExtendedSequence
+from cdcbridge.coordination.leases.lease import Lease
 from cdcbridge.tablestore.errors import StreamError
 
 END = 1_000_000_000
@@ -130,7 +130,7 @@ def test_the_watch_stops_the_worker_only_once_every_shard_passed(caplog: pytest.
     rounds = Progress([shard("a", True), shard("b", False)], StreamError("service busy"),
                       [shard("a", True), shard("b", True)])  # fmt: skip
     watch = EndTimeWatch(rounds, end_us=END, interval_seconds=1, stop=stop, now_us=lambda: END)
-    with caplog.at_level("INFO", logger="cdcbridge.snapshot.end_time"):
+    with caplog.at_level("INFO", logger="cdcbridge.bridge.end_time"):
         assert not watch.check_once() and not stop.is_set()
         assert not watch.check_once() and not stop.is_set()  # a failed check just waits for the next
         assert watch.check_once() and stop.is_set() and watch.reached_end.is_set()

@@ -21,9 +21,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from cdcbridge.changes import format_time_us, to_us
 from cdcbridge.config import BridgeSettings
 from cdcbridge.coordination.checkpoint.positions import SHARD_END, TRIM_HORIZON
 from cdcbridge.coordination.leases.lease import Lease
@@ -57,18 +57,6 @@ class ShardEndProgress:
             return f"passed end time (reached {reached})"
         behind = "" if self.reached_us is None else f", {max(end_us - self.reached_us, 0) / 1e6:.1f}s to go"
         return f"reached {reached}{behind}"
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def to_us(moment: datetime) -> int:
-    """Microseconds since the epoch, exactly (a float timestamp could be off by one)."""
-    return (moment - _EPOCH) // timedelta(microseconds=1)
-
-
-def format_time_us(us: int) -> str:
-    return datetime.fromtimestamp(us / 1e6, UTC).isoformat(timespec="milliseconds")
 
 
 def has_passed(*, finished: bool, next_us: int | None, closed: bool, end_us: int, now_us: int, grace_us: int) -> bool:
