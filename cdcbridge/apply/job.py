@@ -23,8 +23,9 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from cdcbridge.apply.batch_report import BatchReport
@@ -154,6 +155,8 @@ class _BatchHandler:
         except BaseException as error:
             if self.error is None:
                 self.error = error
+            if self.metrics is not None:
+                self.metrics.batch_failed()
             raise
 
     def _count(self, report: BatchReport, seconds: float) -> None:
@@ -238,7 +241,7 @@ def run_apply(
         query = start_query(spark, config, routing, handler, once)
         handler.start(f"{config.apply.app_id}-{query.id}")
         log.info("apply job %s reading %s", summary.app_id, kafka_source_options(config, routing).get("subscribe"))
-        _await(query, stop)
+        _await(query, stop, on_progress=partial(_report_lag, handler.metrics))
         _raise_failure(query, handler, stopping=stop.is_set())
     finally:
         summary.seconds = time.monotonic() - started
@@ -289,7 +292,7 @@ def start_query(
     return writer.start()
 
 
-def _await(query: Any, stop: threading.Event) -> None:
+def _await(query: Any, stop: threading.Event, on_progress: Callable[[Any], None] = lambda _: None) -> None:
     while query.isActive:
         if stop.is_set():
             _stop_between_batches(query)
@@ -298,6 +301,26 @@ def _await(query: Any, stop: threading.Event) -> None:
             query.awaitTermination(_POLL_SECONDS)
         except Exception:  # the query failed: _raise_failure reports it
             break
+        on_progress(query.lastProgress)
+
+
+def kafka_lag(progress: Mapping[str, Any] | None) -> float | None:
+    """The most messages any subscribed partition is behind its end, from a query progress (Spark's Kafka source
+    reports ``maxOffsetsBehindLatest`` per source); None before the first progress."""
+    if not progress:
+        return None
+    behind = [
+        float(source["metrics"]["maxOffsetsBehindLatest"])
+        for source in progress.get("sources") or ()
+        if (source.get("metrics") or {}).get("maxOffsetsBehindLatest") not in (None, "")
+    ]
+    return max(behind) if behind else None
+
+
+def _report_lag(metrics: ApplyMetrics | None, progress: Mapping[str, Any] | None) -> None:
+    lag = kafka_lag(progress)
+    if metrics is not None and lag is not None:
+        metrics.set_kafka_lag(lag)
 
 
 def _stop_between_batches(query: Any, clock: Callable[[], float] = time.monotonic) -> None:

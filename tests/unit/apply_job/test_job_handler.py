@@ -150,3 +150,34 @@ def test_without_metrics_the_handler_counts_nothing_and_still_applies(monkeypatc
     handler.start("app")
     handler("frame", 0)
     assert summary.report.batches == 1 and handler.metrics is None
+
+
+def test_the_kafka_lag_is_the_largest_partition_lag_of_any_source() -> None:
+    from cdcbridge.apply.job import kafka_lag
+
+    assert kafka_lag(None) is None
+    assert kafka_lag({"sources": [{"metrics": {}}]}) is None
+    progress = {
+        "sources": [
+            {"metrics": {"maxOffsetsBehindLatest": "12", "avgOffsetsBehindLatest": "3.0"}},
+            {"metrics": {"maxOffsetsBehindLatest": "40"}},
+        ]
+    }
+    assert kafka_lag(progress) == 40.0
+
+
+def test_a_failed_batch_is_counted_and_the_lag_reported() -> None:
+    import pytest
+
+    from cdcbridge.apply.job import _report_lag
+    from cdcbridge.observability.metrics import ApplyMetrics
+
+    config = parse_config({"source": {"tables": [{"name": "a"}]}}, environ={})
+    metrics = ApplyMetrics()
+    handler = _BatchHandler(config, MemoryTarget(), TopicRouting.from_config(config), ApplySummary(), metrics=metrics)
+    handler.app_id_ready.set()  # no applier: the batch fails at once
+    with pytest.raises(AssertionError):
+        handler(FakeFrame([]), 0)
+    assert metrics.registry.get_sample_value("cdcbridge_apply_batch_failures_total") == 1
+    _report_lag(metrics, {"sources": [{"metrics": {"maxOffsetsBehindLatest": "7"}}]})
+    assert metrics.registry.get_sample_value("cdcbridge_apply_kafka_lag_messages") == 7
