@@ -107,8 +107,16 @@ def test_under_spark_submit_delta_joins_a_given_extension_list() -> None:
     assert "spark.sql.extensions" not in added_conf(given, "a", SparkSettings())
 
 
-def test_spark_submits_gateway_means_spark_launched_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
+def _no_spark_in_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in a fresh process: the integration tests' session (same pytest process) must not count as launched."""
+    from pyspark import SparkContext
+
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.setattr(SparkContext, "_active_spark_context", None)
+
+
+def test_spark_submits_gateway_means_spark_launched_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_spark_in_this_process(monkeypatch)
     assert not under_launched_spark()
     assert launched_conf() is None
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "41234")
@@ -116,7 +124,7 @@ def test_spark_submits_gateway_means_spark_launched_the_process(monkeypatch: pyt
 
 
 def test_a_java_home_without_java_stops_before_spark_starts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    _no_spark_in_this_process(monkeypatch)
     monkeypatch.setenv("JAVA_HOME", "/usr/lib/jvm/unchanged")
     with pytest.raises(ApplyJobError, match=r"java_home .* has no bin/java"):
         build_spark_session("app", SparkSettings(java_home=tmp_path))
