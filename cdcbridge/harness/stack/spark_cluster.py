@@ -127,6 +127,10 @@ class SparkStandaloneCluster:
         """The worker's /json/ view: cores and memory used, running and finished executors."""
         return _get_json(self.worker_json_url)
 
+    def executor_logs(self, app_id: str) -> list[Path]:
+        """The stdout and stderr files of the worker's executors of application `app_id`."""
+        return sorted((self.work_dir / "worker" / app_id).glob("*/std*"))
+
     def start(self, timeout: float = 180.0) -> SparkStandaloneCluster:
         """Start the master, then the worker; return once the master lists the worker as alive."""
         if self.records:
