@@ -133,8 +133,10 @@ def start_service(
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
     timeout: float = 120.0,
+    inherit_env: bool = True,
 ) -> ProcessRecord:
-    """Start `argv` in its own session with output to `<state>/<name>.log`; return once `ready()` is true.
+    """Start `argv` in its own session with output to `<state>/<name>.log`; return once `ready()` is true. `env`
+    adds to this process's environment, or with `inherit_env=False` is the whole environment.
 
     Raises ProcessError naming the log file when the process exits early or does not become ready in time.
     """
@@ -143,7 +145,7 @@ def start_service(
     with log.open("ab") as out:
         proc = subprocess.Popen(
             argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**os.environ, **(env or {})}, cwd=cwd, start_new_session=True,
+            env={**(os.environ if inherit_env else {}), **(env or {})}, cwd=cwd, start_new_session=True,
         )  # fmt: skip
     start_time = _start_time(proc.pid)
     record = ProcessRecord(name, proc.pid, start_time or 0, str(log), endpoint)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cdcbridge.emulator.server import EmulatorServer
+from cdcbridge.harness.stack.spark_cluster import SparkStandaloneCluster
 from cdcbridge.harness.stack.stack import LocalStack, StackEndpoints, StackPorts
 from tests.integration.bridge_helpers import ACCESS_KEY_ID, ACCESS_KEY_SECRET
 
@@ -60,3 +61,11 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandaloneCluster]:
+    """A Spark standalone master and one worker (1 core, 1 GB for executors) on loopback, started only when a test
+    asks for it."""
+    with SparkStandaloneCluster(tmp_path_factory.mktemp("spark-cluster"), cores=1, memory="1g") as cluster:
+        yield cluster

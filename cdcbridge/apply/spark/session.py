@@ -1,7 +1,8 @@
 """The apply job's SparkSession, from its configuration (`apply.spark`) or from the Spark it runs under.
 
 - The job launches Spark itself (`cdcbridge apply`): the master, the connector jars (local files: `spark.jars.packages`
-  would go through Ivy to the network at every start), the Java home and the driver's memory come from `apply.spark`.
+  would go through Ivy to the network at every start), the Java home, the driver's memory and the executors' Python
+  (`spark.pyspark.python`) come from `apply.spark`.
   A local master binds the driver to loopback and gets the local tuning below; any other master leaves the driver's
   address to Spark, so that a cluster's executors can reach it.
 - Spark launched the job (spark-submit) or already runs in the process (a notebook, an embedding application): the
@@ -16,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -157,8 +159,8 @@ def build_spark_session(app_name: str, settings: SparkSettings, *, delta: bool =
 
 
 def _prepare_launch(settings: SparkSettings) -> None:
-    """The environment spark-submit reads when the job launches Spark: the Java home and, for a local master, the
-    loopback address."""
+    """The environment spark-submit reads when the job launches Spark: the Java home, the executors' Python and,
+    for a local master, the loopback address."""
     if settings.java_home is not None:
         if not (settings.java_home / "bin" / "java").exists():
             raise ApplyJobError(
@@ -166,5 +168,21 @@ def _prepare_launch(settings: SparkSettings) -> None:
                 fix="point it at a JDK 17 or 21 (Spark 4.0 runs on those), or unset it to use JAVA_HOME",
             )
         os.environ["JAVA_HOME"] = str(settings.java_home)
+    python = executor_python(settings, os.environ.get("PYSPARK_PYTHON"))
+    if python is not None:
+        os.environ["PYSPARK_PYTHON"] = python
     if settings.master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+
+
+def executor_python(settings: SparkSettings, exported: str | None) -> str | None:
+    """The Python executors start when a task needs one (PySpark's step that turns driver-side rows into a frame;
+    no code of ours runs there). A Spark launched from Python tells them PYSPARK_PYTHON only, never
+    ``spark.pyspark.python``, so that setting is exported; a local master's executors share this machine and get
+    this interpreter (Spark's default, ``python3`` on PATH, may be another version, which PySpark refuses)."""
+    configured = settings.conf.get("spark.pyspark.python")
+    if configured:
+        return configured
+    if exported is None and settings.master.startswith("local"):
+        return sys.executable
+    return None

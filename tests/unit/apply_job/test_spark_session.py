@@ -2,6 +2,7 @@
 spark-submit (only what it was not given), and errors that stop before Spark starts."""
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from cdcbridge.apply.spark.session import (
     LOCAL_DRIVER_JAVA_OPTIONS,
     added_conf,
     build_spark_session,
+    executor_python,
     launch_conf,
     launched_conf,
     local_cores,
@@ -129,3 +131,12 @@ def test_a_java_home_without_java_stops_before_spark_starts(monkeypatch: pytest.
     with pytest.raises(ApplyJobError, match=r"java_home .* has no bin/java"):
         build_spark_session("app", SparkSettings(java_home=tmp_path))
     assert os.environ["JAVA_HOME"] == "/usr/lib/jvm/unchanged"
+
+
+def test_the_executors_python_is_the_configured_one_or_for_a_local_master_this_one() -> None:
+    """PySpark launched from Python reads only PYSPARK_PYTHON for the executors' Python: the setting is exported."""
+    configured = SparkSettings(master="spark://head:7077", conf={"spark.pyspark.python": "/opt/py311/bin/python"})
+    assert executor_python(configured, exported="/usr/bin/python3") == "/opt/py311/bin/python"
+    assert executor_python(SparkSettings(master="local[2]"), exported=None) == sys.executable
+    assert executor_python(SparkSettings(master="local[2]"), exported="/usr/bin/python3") is None  # kept as exported
+    assert executor_python(SparkSettings(master="yarn"), exported=None) is None  # Spark's default: python3 on PATH
