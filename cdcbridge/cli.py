@@ -203,8 +203,11 @@ def _configure_logging(config: object) -> None:
 
 
 def _secrets_of(config: object) -> list[str]:
-    """Every SecretStr value in the configuration."""
+    """Every SecretStr value in the configuration, and the values of free-form settings whose name says they are
+    secret (apply.spark.conf's spark.hadoop.fs.s3a.secret.key, kafka_options' sasl.password)."""
     from pydantic import BaseModel, SecretStr
+
+    from cdcbridge.observability.redaction import is_secret_setting
 
     found: list[str] = []
 
@@ -217,6 +220,12 @@ def _secrets_of(config: object) -> list[str]:
         elif isinstance(node, list | tuple):
             for item in node:
                 walk(item)
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                if isinstance(value, str) and isinstance(key, str) and is_secret_setting(key):
+                    found.append(value)
+                else:
+                    walk(value)
 
     walk(config)
     return [s for s in found if s]
@@ -406,16 +415,16 @@ def apply(config_path: Path, once: bool) -> None:
     """Run the Spark apply job: Kafka topics → dedup + ordered apply → the configured target.
 
     Launched as is, the job starts Spark from apply.spark, with the checkout's connector jars (fetched by Maven
-    when missing) and an installed JDK for what it leaves unset; under spark-submit it takes the Spark it was
-    given."""
+    when missing; the S3A jars too when a path is on s3a://) and an installed JDK for what it leaves unset; under
+    spark-submit it takes the Spark it was given."""
     from cdcbridge.apply.job import run_apply
     from cdcbridge.apply.spark.session import under_launched_spark
 
     config = _load_config(config_path)
     if not under_launched_spark():
-        from cdcbridge.harness.stack.spark import local_spark_settings
+        from cdcbridge.harness.stack.spark import apply_paths, local_spark_settings
 
-        config = config.with_spark(local_spark_settings(config.apply.spark))
+        config = config.with_spark(local_spark_settings(config.apply.spark, paths=apply_paths(config)))
     summary = run_apply(config, once=once, stop_event=None if once else _stop_on_sigterm())
     for line in summary.lines():
         click.echo(line)

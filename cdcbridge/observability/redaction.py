@@ -21,6 +21,7 @@ __all__ = [
     "MIN_SECRET_LENGTH",
     "SecretRedactor",
     "default_redactor",
+    "is_secret_setting",
     "redact",
     "register_connection_secret",
     "register_secret",
@@ -39,8 +40,9 @@ class _RevealsSecret(Protocol):
 
 
 # Key names that hold secrets: the key ends in one of these words (sasl.password, access_key_secret, x-ots-ststoken,
-# basic.auth.user.info, AccessKeySecret, api_key ...). Written as a possessive run of key characters checked by
-# look-behinds, so matching stays linear in the line length whatever the line holds.
+# basic.auth.user.info, AccessKeySecret, api_key, Hadoop's fs.s3a.secret.key / access.key / session.token,
+# aws_secret_access_key ...). Written as a possessive run of key characters checked by look-behinds, so matching
+# stays linear in the line length whatever the line holds.
 _SECRET_KEY_ENDINGS = (
     "password",
     "passwd",
@@ -48,12 +50,13 @@ _SECRET_KEY_ENDINGS = (
     "token",
     "signature",
     "signaturev4",
-    *(f"{word}{sep}key" for word in ("api", "private") for sep in ("", "_", "-", ".")),
+    *(f"{word}{sep}key" for word in ("api", "private", "secret", "access") for sep in ("", "_", "-", ".")),
     "credential",
     "credentials",
     *(f"user{sep}info" for sep in ("", "_", "-", ".")),
 )
 _SECRET_KEY = r"[\w.-]++(?:" + "|".join(f"(?<={re.escape(word)})" for word in _SECRET_KEY_ENDINGS) + ")"
+_IS_SECRET_KEY = re.compile(rf"{_SECRET_KEY}$", re.IGNORECASE)
 _UNQUOTED_VALUE = r"[^\s\"'&,;)}\]\\]+"
 _QUOTED_VALUE = r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'"
 
@@ -110,7 +113,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], .
 
 
 _MAY_HOLD_SHAPED_SECRET = re.compile(
-    r"password|passwd|secret|token|signature|api[_-]?key|private[_-]?key|credential|user[._-]?info|authorization"
+    r"password|passwd|secret|token|signature|api[._-]?key|private[._-]?key|access[._-]?key|credential|user[._-]?info"
+    r"|authorization"
     r"|OTS |://",
     re.IGNORECASE,
 )
@@ -214,6 +218,12 @@ def register_secret(value: str | _RevealsSecret | None) -> bool:
 def register_connection_secret(value: str | _RevealsSecret | None) -> bool:
     """Like :func:`register_secret`, and also mask the password inside a DSN, URL or ``user:password`` pair."""
     return default_redactor.register_connection(value)
+
+
+def is_secret_setting(name: str) -> bool:
+    """Whether a setting's name says its value is a secret (``spark.hadoop.fs.s3a.secret.key``, ``sasl.password``):
+    such values of free-form settings (``apply.spark.conf``) are registered like the configuration's secrets."""
+    return _IS_SECRET_KEY.match(name.strip()) is not None
 
 
 def redact(text: str) -> str:

@@ -13,6 +13,7 @@ from cdcbridge.emulator.server import EmulatorServer
 from cdcbridge.harness.stack.spark_cluster import SparkStandaloneCluster
 from cdcbridge.harness.stack.stack import LocalStack, StackEndpoints, StackPorts
 from tests.integration.bridge_helpers import ACCESS_KEY_ID, ACCESS_KEY_SECRET
+from tests.integration.s3_server import S3Server, start_s3_server
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -55,6 +56,16 @@ def emulator() -> Iterator[EmulatorServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """An S3-compatible server (moto) on loopback with a bucket, for the tests that ask for it."""
+    server, process = start_s3_server(tmp_path_factory.mktemp("s3"))
+    try:
+        yield server
+    finally:
+        process.stop(timeout=15)
 
 
 @pytest.fixture(scope="session")

@@ -92,3 +92,21 @@ def test_other_failures_keep_their_own_message(monkeypatch: pytest.MonkeyPatch) 
     assert cli._error_line(elsewhere) == str(elsewhere)
     local = _wrapped(PermissionError(13, "Permission denied"))
     assert cli._error_line(local) == str(local)
+
+
+def test_secret_named_spark_and_kafka_settings_are_registered_with_the_configs_secrets() -> None:
+    from cdcbridge.config import parse_config
+
+    settings = {
+        "source": {"tables": [{"name": "t"}]},
+        "kafka": {"bootstrap_servers": "k:9092", "security": {"sasl_password": "${KAFKA_PW}"}},
+        "apply": {
+            "kafka_options": {"sasl.password": "opt-pass-1"},
+            "spark": {"conf": {"spark.hadoop.fs.s3a.secret.key": "${AWS_SECRET}",
+                               "spark.hadoop.fs.s3a.session.token": "tok-2", "spark.executor.memory": "1g"}},
+        },
+    }  # fmt: skip
+    config = parse_config(settings, environ={"KAFKA_PW": "kafka-pass-0", "AWS_SECRET": "s3a-secret-3"})
+    found = cli._secrets_of(config)
+    assert {"kafka-pass-0", "opt-pass-1", "s3a-secret-3", "tok-2"} <= set(found)
+    assert "1g" not in found

@@ -15,7 +15,10 @@ from pathlib import Path
 from cdcbridge.harness.stack.errors import StackError
 from cdcbridge.harness.stack.paths import cache_dir, deploy_dir
 
+#: What the local stack and the apply job always need (`cdcbridge stack fetch`, `make setup`).
 COMPONENTS = ("kafka", "apicurio", "spark")
+#: Fetched only when a configuration needs them: s3a = hadoop-aws and the AWS SDK bundle (~560 MB), for s3a:// paths.
+OPTIONAL_COMPONENTS = ("s3a",)
 _MARKER = ".complete"
 
 
@@ -36,8 +39,9 @@ def _pom_digest(pom: Path) -> str:
 
 def ensure_component(component: str, *, log: Path | None = None) -> Path:
     """Return the folder holding `component`'s jars, running Maven first if they are missing or stale."""
-    if component not in COMPONENTS:
-        raise StackError(f"unknown JVM component {component!r}; known: {', '.join(COMPONENTS)}")
+    if component not in COMPONENTS + OPTIONAL_COMPONENTS:
+        known = ", ".join(COMPONENTS + OPTIONAL_COMPONENTS)
+        raise StackError(f"unknown JVM component {component!r}; known: {known}")
     target = component_dir(component)
     pom = deploy_dir() / component / "pom.xml"
     if not pom.exists():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -111,10 +112,16 @@ def _plain(value: Any) -> Any:
 
 def delta_live(spark, path: str) -> dict[tuple, dict[str, Any]]:
     frame = spark.read.format("delta").load(path)
+    return live_rows(row.asDict() for row in frame.where("NOT _deleted").collect())
+
+
+def live_rows(records: Iterable[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
+    """The rows not soft-deleted, by primary key, without the bookkeeping columns (as `Workload.expected`)."""
     pk = ["region", "id"]
     out = {}
-    for row in frame.where("NOT _deleted").collect():
-        record = row.asDict()
+    for record in records:
+        if record["_deleted"]:
+            continue
         out[tuple(record[k] for k in pk)] = {
             k: _plain(v) for k, v in record.items() if k not in BOOKKEEPING and k not in pk and v is not None
         }

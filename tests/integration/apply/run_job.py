@@ -1,10 +1,12 @@
 """Runs the apply job in its own process for the kill test: optionally hangs right after the target committed
 batch N on either path (before Spark commits the batch to its checkpoint), so the test can SIGKILL it there; with
---continuous it runs until SIGTERM."""
+--continuous it runs until SIGTERM; with --dump it pickles the Delta tables' rows once the job ended (for tables on
+s3a://, which only a session holding the S3A jars can read)."""
 
 from __future__ import annotations
 
 import logging
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -12,9 +14,10 @@ from pathlib import Path
 import click
 
 from cdcbridge.apply.job import run_apply
+from cdcbridge.apply.spark.session import build_spark_session
 from cdcbridge.apply.targets.delta import DeltaTarget
-from cdcbridge.config import BridgeConfig
-from cdcbridge.harness.stack.spark import local_spark_settings
+from cdcbridge.config import BridgeConfig, load_config
+from cdcbridge.harness.stack.spark import apply_paths, local_spark_settings
 
 
 @click.command()
@@ -22,11 +25,18 @@ from cdcbridge.harness.stack.spark import local_spark_settings
 @click.option("--hang-after-write", type=int, default=None, help="Hang once the target committed this batch id.")
 @click.option("--flag", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Written when it hangs.")
 @click.option("--continuous", is_flag=True, help="Run until SIGTERM instead of availableNow.")
-def main(config: Path, hang_after_write: int | None, flag: Path | None, continuous: bool) -> None:
-    """Run the apply job of CONFIG (a BridgeConfig as JSON) once, or until SIGTERM with --continuous."""
+@click.option("--dump", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Pickle {table: rows as dicts} of the configured tables here after the job ended.")  # fmt: skip
+def main(config: Path, hang_after_write: int | None, flag: Path | None, continuous: bool, dump: Path | None) -> None:
+    """Run the apply job of CONFIG (a BridgeConfig as JSON, or a YAML file with ${ENV} references) once, or until
+    SIGTERM with --continuous."""
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(name)s %(message)s")
-    job_config = BridgeConfig.model_validate_json(config.read_text())
-    job_config = job_config.with_spark(local_spark_settings(job_config.apply.spark))  # as `cdcbridge apply` does
+    if config.suffix in {".yaml", ".yml"}:
+        job_config = load_config(config)
+    else:
+        job_config = BridgeConfig.model_validate_json(config.read_text())
+    # as `cdcbridge apply` does
+    job_config = job_config.with_spark(local_spark_settings(job_config.apply.spark, paths=apply_paths(job_config)))
     if hang_after_write is not None:
         if flag is None:
             raise click.UsageError("--hang-after-write needs --flag")
@@ -49,8 +59,19 @@ def main(config: Path, hang_after_write: int | None, flag: Path | None, continuo
 
         DeltaTarget.write = write_then_hang
         DeltaTarget.write_folded = write_folded_then_hang
-    summary = run_apply(job_config, once=not continuous)
-    click.echo("\n".join(summary.lines()))
+    spark = build_spark_session("cdcbridge-apply", job_config.apply.spark) if dump is not None else None
+    try:
+        summary = run_apply(job_config, once=not continuous, spark=spark)
+        click.echo("\n".join(summary.lines()))
+        if spark is not None and dump is not None:
+            root = job_config.apply.delta_path.rstrip("/")
+            tables = {
+                t.name: spark.read.format("delta").load(f"{root}/{t.name}").collect() for t in job_config.source.tables
+            }
+            dump.write_bytes(pickle.dumps({name: [row.asDict() for row in rows] for name, rows in tables.items()}))
+    finally:
+        if spark is not None:
+            spark.stop()
 
 
 if __name__ == "__main__":

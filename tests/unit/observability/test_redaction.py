@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import SecretStr
 
-from cdcbridge.observability.redaction import MASK, SecretRedactor
+from cdcbridge.observability.redaction import MASK, SecretRedactor, is_secret_setting
 
 
 @pytest.fixture
@@ -45,6 +45,12 @@ def redactor() -> SecretRedactor:
         ("{'Authorization': 'OTS LTAI5tAbc:Zm9v'}", "{'Authorization': 'OTS ***'}"),
         ("authorization=Basic YWxpY2U6cHc=", "authorization=Basic ***"),
         ("signed OTS LTAI5tAbc:c2lnbmF0dXJl= in header", f"signed OTS {MASK} in header"),
+        ("spark.hadoop.fs.s3a.secret.key=wJalrXUtn/K7MDENG", "spark.hadoop.fs.s3a.secret.key=***"),
+        ("--conf spark.hadoop.fs.s3a.access.key=AKIAIOSFODNN7", "--conf spark.hadoop.fs.s3a.access.key=***"),
+        ("{'spark.hadoop.fs.s3a.session.token': 'IQoJb3Jp'}", "{'spark.hadoop.fs.s3a.session.token': '***'}"),
+        ("fs.s3a.bucket.logs.secret.key = 'k y'", "fs.s3a.bucket.logs.secret.key = '***'"),
+        ("AWS_SECRET_ACCESS_KEY=wJalrXUtn", "AWS_SECRET_ACCESS_KEY=***"),
+        ("  region: us-east-1\n  aws_secret_access_key: wJal/rX", "  region: us-east-1\n  aws_secret_access_key: ***"),
     ],
 )
 def test_secret_shapes_are_masked(redactor: SecretRedactor, text: str, expected: str) -> None:
@@ -63,6 +69,23 @@ def test_secret_shapes_are_masked(redactor: SecretRedactor, text: str, expected:
 )
 def test_ordinary_text_is_left_alone(redactor: SecretRedactor, text: str) -> None:
     assert redactor.redact(text) == text
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("spark.hadoop.fs.s3a.secret.key", True),
+        ("spark.hadoop.fs.s3a.access.key", True),
+        ("spark.hadoop.fs.s3a.session.token", True),
+        ("spark.hadoop.fs.s3a.bucket.logs.secret.key", True),
+        ("sasl.password", True),
+        ("spark.hadoop.fs.s3a.endpoint", False),
+        ("spark.hadoop.fs.s3a.aws.credentials.provider", False),
+        ("spark.executor.memory", False),
+    ],
+)
+def test_setting_names_that_hold_secrets(name: str, secret: bool) -> None:
+    assert is_secret_setting(name) is secret
 
 
 def test_registered_secrets_are_masked_in_every_encoding(redactor: SecretRedactor) -> None:

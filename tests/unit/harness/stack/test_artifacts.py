@@ -82,3 +82,8 @@ def test_a_failed_fetch_names_the_log_and_leaves_no_marker(dirs: Path, monkeypat
 def test_unknown_component_is_refused(dirs: Path) -> None:
     with pytest.raises(StackError, match="unknown JVM component 'zookeeper'"):
         artifacts.ensure_component("zookeeper")
+
+
+def test_optional_components_are_known_but_not_fetched_with_the_others() -> None:
+    assert "s3a" in artifacts.OPTIONAL_COMPONENTS and "s3a" not in artifacts.COMPONENTS
+    assert (Path(artifacts.__file__).parents[3] / "deploy" / "s3a" / "pom.xml").exists()
