@@ -121,6 +121,12 @@ FIGURE_LABELS: dict[str, dict[str, str]] = {
         "rate_per_s": "messages/s sent",
         "p50_s": "p50 (s)",
         "p95_s": "p95 (s)",
+        "max_s": "max (s)",
+        "kafka_p50_s": "SDK write → Kafka p50 (s)",
+        "kafka_p95_s": "SDK write → Kafka p95 (s)",
+        "rows_per_s": "first load rows/s",
+        "plain_rows_per_s": "plain decode + append rows/s",
+        "ratio": "× plain",
     },
 }
 #: Row labels of grouped figures.
@@ -130,6 +136,8 @@ GROUP_LABELS = {
     "postgres_100k_batches": "PostgreSQL, 100k-record batches",
     "postgres_10k_batches": "PostgreSQL, 10k-record batches",
     "delta_freshness": "Delta, source commit → target row",
+    "delta_first_load": "Delta, first load of an empty table",
+    "delta_trickle": "Delta, SDK write → row readable (a row every 0.5 s, whole stack)",
 }
 #: What each benchmark's section says under its heading (the grouped columns need it most).
 SECTION_NOTES = {

@@ -26,7 +26,7 @@ def test_a_first_batch_with_redeliveries_and_stale_operations_is_appended(spark,
     first = [_put(10 + n, key, n) for n, key in enumerate(keys)]
     later = [_bump(40 + n, key) for n, key in enumerate(keys[:4])]
     deleted = with_pk(mutation(60, "DELETE"), keys[5])
-    # redeliveries and an operation older than its row's last one: dropped as duplicates and stale
+    # redeliveries (dropped as duplicates) and a put that arrives after a newer operation of its row
     assert paths.apply([*first, *later, first[0], later[1], deleted, _put(9, keys[5], 99)]) == "WRITE Append"
 
 
