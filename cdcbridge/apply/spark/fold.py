@@ -88,10 +88,9 @@ def fold_rows(grouped: DataFrame, current: DataFrame | None) -> DataFrame:
         joined = grouped.withColumn("cur", F.lit(None).cast(STATE_TYPE)).withColumn("file", no_file)
     else:
         # Only the target rows of the batch's keys: a semi-join with the keys broadcast, so a large table is
-        # scanned once and not shuffled. Spark would convert each scanned row into `cur` before matching it (the
-        # key it matches on is computed in the same projection), which is why Delta matches its rows to these
-        # keys itself before converting them, with compiled code (`grouped` should be persisted, or the keys are
-        # computed from Kafka a second time).
+        # scanned once and not shuffled. Spark converts each scanned row into `cur` before matching it (the key
+        # it matches on is computed in the same projection), which is why Delta converts with compiled code
+        # (`grouped` should be persisted, or the keys are computed from Kafka a second time).
         keys = F.broadcast(grouped.select("table", "pk").where(F.col("table").isNotNull()))
         file = F.col("file") if "file" in current.columns else no_file
         wanted = current.join(keys, on=["table", "pk"], how="left_semi").select("table", "pk", "cur", file)

@@ -12,10 +12,9 @@ re-run batch is a no-op per table. Dead letters are appended to ``<delta_path>/<
 same txn. A batch touching several tables is several commits; each is atomic with its own marker, so a batch
 cut short between two commits resumes with the tables not yet committed.
 
-On the Spark path (:mod:`cdcbridge.apply.spark.batch`) the table is read in the fold's job, each row matched to the
-batch's keys (broadcast) and only the matched ones turned into the fold's state by compiled code
-(:data:`ROW_STATE`, because Spark interprets the SQL equivalent); the MERGE source is the folded frame itself, and
-nothing passes through Python.
+On the Spark path (:mod:`cdcbridge.apply.spark.batch`) the table is read in the fold's job, each row turned into
+the fold's state by compiled code (:data:`ROW_STATE`, because Spark interprets the SQL equivalent) and matched to
+the batch's keys (broadcast); the MERGE source is the folded frame itself, and nothing passes through Python.
 Copy-on-write, not deletion vectors: a MERGE that changes a large share of a table's rows, as micro-batches of
 random keys do, ran slower with deletion vectors.
 
@@ -273,13 +272,7 @@ class DeltaTarget(SparkFoldTarget):
     # --- the Spark path -----------------------------------------------------------------------------------------
 
     def current_rows(self, tables: Collection[str], grouped: DataFrame) -> DataFrame | None:
-        from pyspark.sql import functions as F
-
-        # The fold's own key frame (fold_rows), so Spark builds the broadcast once for both joins.
-        keys = F.broadcast(grouped.select("table", "pk").where(F.col("table").isNotNull()))
-        frames = [
-            self._state_frame(table, shape, keys) for table in tables if (shape := self._shape(table)) is not None
-        ]
+        frames = [self._state_frame(table, shape) for table in tables if (shape := self._shape(table)) is not None]
         if not frames:
             return None
         union = frames[0]
@@ -287,13 +280,9 @@ class DeltaTarget(SparkFoldTarget):
             union = union.unionByName(frame)
         return union
 
-    def _state_frame(self, table: str, shape: _TableShape, keys: DataFrame) -> DataFrame:
-        """The table's rows with the batch's keys as the fold's state: ``table``, ``pk``, ``cur``, ``file``. The
-        rows are matched to the keys before they are converted, so a large table costs a scan and a key per row,
-        not a conversion per row."""
-        from pyspark.sql import functions as F
-
-        columns = _for_shape(self._state_columns, table, shape, partial(_state_columns, table))
+    def _state_frame(self, table: str, shape: _TableShape) -> DataFrame:
+        """The table's rows as the fold's state: ``table``, ``pk``, ``cur``."""
+        columns = _for_shape(self._state_columns, table, shape, partial(self._new_state_columns, table))
         snapshot = self._snapshot(self.path(table))
         change_feed = snapshot.metadata().configuration().get(CHANGE_FEED_PROPERTY)
         self._fold_reads[table] = _FoldRead(
@@ -301,10 +290,11 @@ class DeltaTarget(SparkFoldTarget):
             files=int(snapshot.numOfFiles()),
             change_feed=change_feed.isDefined() and str(change_feed.get()).lower() == "true",
         )
-        stored = self.spark.read.format("delta").load(self.path(table)).select(*columns)
+        return self.spark.read.format("delta").load(self.path(table)).select(*columns)
+
+    def _new_state_columns(self, table: str, shape: _TableShape) -> list[Column]:
         ROW_STATE.register(self.spark)
-        matched = stored.join(keys, on=["table", "pk"], how="left_semi")
-        return matched.select("table", "pk", ROW_STATE(F.col("_stored")).alias("cur"), "file")
+        return _state_columns(table, shape)
 
     def refusal(self, folded: FoldedTable) -> str | None:
         if folded.case_conflicts:
@@ -507,8 +497,8 @@ def _union(column: Column, kind: str, fields: tuple[str, ...]) -> Column:
 
 
 def _state_columns(table: str, shape: _TableShape) -> list[Column]:
-    """The columns a table's rows are matched to the batch's keys by (``table``, ``pk``), the file holding each
-    (``file``) and the stored columns the fold's state is made of (``_stored``, for :data:`ROW_STATE`)."""
+    """The columns that turn a table's rows into the fold's state (``table``, ``pk``, ``cur``; the state by
+    compiled code, :data:`ROW_STATE`) and name the file holding each (``file``)."""
     from pyspark.sql import functions as F
 
     pk = F.array(
@@ -519,8 +509,8 @@ def _state_columns(table: str, shape: _TableShape) -> list[Column]:
     return [
         F.lit(table).alias("table"),
         pk.alias("pk"),
+        ROW_STATE(stored).alias("cur"),
         F.col("_metadata.file_path").alias("file"),
-        stored.alias("_stored"),
     ]
 
 
