@@ -26,7 +26,8 @@ PRIMARY_KEY = [("id", "INTEGER")]
 
 
 def _config(work: Path, endpoints: StackEndpoints, trigger_seconds: float | None) -> Path:
-    """The demo's settings (both formats, MUTATE_LOG applied) with the apply job's defaults."""
+    """The demo's settings (both formats, MUTATE_LOG applied, the demo's lease timings and idle fetch interval)
+    with the apply job's defaults."""
     apply: dict[str, Any] = {
         "target": "delta",
         "delta_path": str(work / "delta"),
@@ -41,7 +42,14 @@ def _config(work: Path, endpoints: StackEndpoints, trigger_seconds: float | None
             "instance": "cdcbridge",
             "tables": [{"name": TABLE, "formats": ["RECORD_IMAGE", "MUTATE_LOG"], "partitions": 4}],
         },
-        "coordination": {"status_table": "cdcbridge_status", "idle_fetch_interval_seconds": 0.1},
+        "coordination": {
+            "status_table": "cdcbridge_status",
+            "lease_duration_seconds": 6.0,
+            "renew_interval_seconds": 2.0,
+            "take_interval_seconds": 2.0,
+            "shard_sync_interval_seconds": 2.0,
+            "idle_fetch_interval_seconds": 0.1,
+        },
         "kafka": {
             "bootstrap_servers": endpoints.kafka_bootstrap,
             "topic_prefix": "trickle",
