@@ -19,10 +19,10 @@ from cdcbridge.apply.job import run_apply, start_query
 from cdcbridge.apply.routing import TopicRouting
 from cdcbridge.apply.spark.decode import decoded_struct, with_framing
 from cdcbridge.apply.writer_schemas import WriterSchemas
-from cdcbridge.changes import Cell, CellOp, ChangeRecord, RecordAction
+from cdcbridge.changes import Cell, ChangeRecord, RecordAction
 from cdcbridge.changes import Sequence as RecordSequence
 from cdcbridge.config import BridgeConfig
-from cdcbridge.contract import MessageFormat
+from cdcbridge.contract import CellOp, MessageFormat
 from cdcbridge.formats import BridgeTableFormat
 from cdcbridge.harness.bench.apply_workload import START_US, bridge_messages
 
