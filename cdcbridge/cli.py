@@ -370,14 +370,22 @@ def bench_failover(ctx: click.Context, fast: bool, handoff_samples: int, failove
 @click.option("--batches", default=3, show_default=True, help="Batches per size and target.")
 @click.option("--targets", default="delta,postgres", show_default=True)
 @click.option("--warmup-batches", default=4, show_default=True, help="Unreported batches of every size run first.")
+@click.option("--first-load-rows", default=500_000, show_default=True, help="Rows of the first-load run (0: skip).")
+@click.option("--trickle-seconds", default=60.0, show_default=True, help="End-to-end trickle run (0: skip).")
+@click.option("--trickle-trigger", type=float, default=None, help="Trigger of the trickle's job (default: the job's).")
 @click.pass_context
-def bench_apply(ctx: click.Context, batch_sizes: str, batches: int, targets: str, warmup_batches: int) -> None:
+def bench_apply(ctx: click.Context, batch_sizes: str, batches: int, targets: str, warmup_batches: int,
+                first_load_rows: int, trickle_seconds: float, trickle_trigger: float | None) -> None:  # fmt: skip
     """The apply job: records/s into Delta and PostgreSQL per batch size (Delta also against a floor: decode and
-    rewrite only), and end-to-end freshness."""
+    rewrite only), the first load of an empty Delta target against a plain decode-and-append job, the apply
+    job's freshness, and end-to-end freshness at a trickle with the whole stack. An empty --batch-sizes skips
+    the throughput runs."""
     from cdcbridge.harness.bench.apply import run_apply_bench
 
-    figures = run_apply_bench(batch_sizes=tuple(int(s) for s in batch_sizes.split(",")), batches=batches,
-                              targets=tuple(targets.split(",")), warmup_batches=warmup_batches)  # fmt: skip
+    figures = run_apply_bench(batch_sizes=tuple(int(s) for s in batch_sizes.split(",") if s), batches=batches,
+                              targets=tuple(targets.split(",")), warmup_batches=warmup_batches,
+                              first_load_rows=first_load_rows, trickle_seconds=trickle_seconds,
+                              trickle_trigger=trickle_trigger)  # fmt: skip
     _report(ctx, "apply", {k: v for k, v in figures.items() if not isinstance(v, dict | list)})
 
 

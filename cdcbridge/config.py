@@ -248,7 +248,11 @@ class ApplyConfig(_Section):
     )
     checkpoint_location: str = Field("./data/apply-checkpoint", description="Spark streaming checkpoint folder")
     app_id: str = Field("cdcbridge-apply", description="id of this apply job in batch markers")
-    trigger_seconds: float = Field(5.0, gt=0, description="micro-batch interval of the streaming query")
+    #: 1 s: a small batch takes about a second of fixed cost, so a longer interval only adds its half to every row's
+    #: wait; an idle trigger costs a Kafka offset lookup, no batch (benchmarks/history.md, 2026-11-25).
+    trigger_seconds: float = Field(
+        1.0, gt=0, description="micro-batch interval of the streaming query (a busy job runs batches back to back)"
+    )
     max_offsets_per_trigger: int = Field(100_000, gt=0, description="messages per micro-batch at most")
     starting_offsets: str = Field("earliest", pattern=r"^(earliest|latest)$", description="where a new job starts")
     fail_on_data_loss: bool = Field(True, description="stop when Kafka lost messages the job had not read")

@@ -13,9 +13,10 @@ class BatchReport:
 
     ``spark_batches`` counts batches applied on Spark (:mod:`.spark.batch`), the others took the driver
     path. Phases: on this path decode = collect + validate, read = target rows, fold, write; on Spark, decode =
-    the job that reads, decodes, validates and groups, read = fetching the target's rows where that is a step of
-    its own (PostgreSQL; Delta reads inside the fold), fold = join, fold, per-table summary and checks, write =
-    the target's write. ``rows_by_table``: rows handed to the target;
+    planning the batch's decoding and grouping, read = fetching the target's rows where that is a step of its own
+    (PostgreSQL; Delta reads inside the fold), fold = the job that reads, decodes, validates, groups, joins and
+    folds plus the per-table summary and checks, write = the target's write. ``rows_by_table``: rows handed to
+    the target;
     ``source_ts_sample``: a few quantiles of the written rows' source commit times (ms), for the freshness
     metric (a batch's own, not added up).
     """

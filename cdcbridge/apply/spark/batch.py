@@ -2,14 +2,15 @@
 
 Steps per batch (see :mod:`.operations` and :mod:`.fold` for what runs in Spark):
 
-1. One Spark job reads the batch from Kafka, decodes and validates every message and groups the operations by
-   target row (kept in memory: one row per target row); the driver reads the counts of what was set aside.
-2. A second job joins the rows the target holds for those keys and folds, materialized once; a small job sums
-   that per table: the counts of :class:`~cdcbridge.apply.core.fold.ApplyStats` and what the changed rows look like
-   (column names and types, primary-key signatures), so the target can add columns or see a row it would
-   refuse before anything is written.
+1. The batch is planned: Kafka → decoded and validated operations grouped by target row (persisted: the target
+   and the fold both read it), and the target's current rows of the tables (lazy where the target allows).
+2. One Spark job joins the rows the target holds for the batch's keys and folds, materialized once; one small
+   collect then reads, per table, the counts of :class:`~cdcbridge.apply.core.fold.ApplyStats` and what the
+   changed rows look like (column names and types, primary-key signatures, the target files holding them), so
+   the target can add columns or see a row it would refuse before anything is written, together with the
+   counts of what was set aside while decoding (no job of its own: a small batch pays for each job it runs).
 3. The target writes each table's changed rows with the guard and the batch marker (Delta: one MERGE per
-   table; PostgreSQL: one transaction).
+   table, or an append when no changed row is stored yet; PostgreSQL: one transaction).
 
 The batch goes to the reference path, :class:`~cdcbridge.apply.driver.micro_batch.MicroBatchApplier`, instead, before
 anything is written, when it holds anything the reference path must judge message by message: bad input (it
@@ -88,15 +89,15 @@ class SparkBatchApplier:
         pk_names = {table: names for table in image_tables if (names := self.target.pk_names(table)) is not None}
         normalized = normalized_operations(batch, schemas, self.routing, pk_names)
         with _persisted(grouped_operations(normalized)) as grouped:
-            head = self._head(grouped)
-            report.stats.messages, report.other_format = head.messages, head.other
             report.seconds_decode = time.perf_counter() - started
             started = time.perf_counter()
             current = self.target.current_rows(list(self.routing.applied_formats), grouped)
             report.seconds_read = time.perf_counter() - started
             started = time.perf_counter()
             with _materialized(fold_rows(grouped, current)) as folded:
-                to_write = self._tables_to_write(self._summarize(folded), batch_id, report)
+                head, tables = self._summarize(folded)
+                report.stats.messages, report.other_format = head.messages, head.other
+                to_write = self._tables_to_write(tables, batch_id, report)
                 report.seconds_fold = time.perf_counter() - started
                 if to_write:
                     started = time.perf_counter()
@@ -130,34 +131,27 @@ class SparkBatchApplier:
                 raise ReferencePathNeeded(f"table {table!r}: {refusal}")
         return to_write
 
-    @staticmethod
-    def _head(grouped: DataFrame) -> _BatchHead:
-        """Count what was set aside while normalizing; raises when the batch cannot be applied on Spark."""
-        from pyspark.sql import functions as F
-
-        row = grouped.agg(
-            F.sum("messages").alias("messages"),
-            F.sum("python").alias("python"),
-            F.sum("other").alias("other"),
-            F.array_distinct(F.flatten(F.collect_list("unknown_sids"))).alias("unknown_sids"),
-        ).first()
-        unknown = {int(sid) for sid in (row["unknown_sids"] or ())} if row is not None else set()
-        if unknown:
-            raise SchemaIdsNeeded(unknown)
-        if row is not None and row["python"]:
-            raise ReferencePathNeeded(f"{row['python']} message(s) need the reference path")
-        return _BatchHead(int(row["messages"] or 0) if row else 0, int(row["other"] or 0) if row else 0)
-
-    def _summarize(self, folded: DataFrame) -> dict[str, FoldedTable]:
-        """Per table: the counts and the shape of the changed rows (one small job)."""
+    def _summarize(self, folded: DataFrame) -> tuple[_BatchHead, dict[str, FoldedTable]]:
+        """The counts of what was set aside while normalizing and, per table, the counts and the shape of the
+        changed rows: one small collect. Raises when the batch cannot be applied on Spark (nothing is written
+        yet)."""
         from pyspark.sql import functions as F
 
         ROW_SHAPE.register(folded.sparkSession)
         shape, aggregates = _SUMMARY_COLUMNS.get(folded.sparkSession, "summary", _summary_columns)
-        rows = folded.where(F.col("table").isNotNull()).withColumn("_shape", shape).groupBy("table").agg(*aggregates)
+        rows = folded.withColumn("_shape", shape).groupBy("table").agg(*aggregates).collect()
+        unknown = {int(sid) for row in rows for sid in row["unknown_sids"] or ()}
+        if unknown:
+            raise SchemaIdsNeeded(unknown)
+        python = sum(int(row["python"] or 0) for row in rows)
+        if python:
+            raise ReferencePathNeeded(f"{python} message(s) need the reference path")
+        head = _BatchHead(sum(int(row["messages"] or 0) for row in rows), sum(int(row["other"] or 0) for row in rows))
         changed = _changed()
         tables: dict[str, FoldedTable] = {}
-        for row in rows.collect():
+        for row in rows:
+            if row["table"] is None:  # the messages that are no operation
+                continue
             stats = ApplyStats(**{name: int(row[name]) for name in _STAT_COLUMNS}, rows_changed=row["rows_changed"])
             tables[row["table"]] = FoldedTable(
                 table=row["table"],
@@ -170,16 +164,21 @@ class SparkBatchApplier:
                 rows=folded.where((F.col("table") == row["table"]) & changed).select("pk", "row"),
                 files=frozenset(row["files"]),
             )
-        return tables
+        return head, tables
 
 
 def _summary_columns() -> tuple[Column, list[Column]]:
-    """The changed rows' shape (``_shape``) and the per-table aggregates of :meth:`SparkBatchApplier._summarize`."""
+    """The changed rows' shape (``_shape``) and the per-table aggregates of :meth:`SparkBatchApplier._summarize`
+    (the null table: the messages that are no operation)."""
     from pyspark.sql import functions as F
 
     changed = _changed()
     shape = F.when(changed, ROW_SHAPE(F.col("pk"), F.col("row.cols")))
     aggregates = [
+        F.sum("messages").alias("messages"),
+        F.sum("python").alias("python"),
+        F.sum("other").alias("other"),
+        F.array_distinct(F.flatten(F.collect_list("unknown_sids"))).alias("unknown_sids"),
         *[F.sum(name).alias(name) for name in _STAT_COLUMNS],
         F.count_if("error").alias("errors"),
         F.count_if(changed).alias("rows_changed"),

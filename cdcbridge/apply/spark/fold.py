@@ -76,10 +76,11 @@ def _grouping_columns() -> tuple[list[Column], list[Column]]:
 
 def fold_rows(grouped: DataFrame, current: DataFrame | None) -> DataFrame:
     """Fold each row's operations (:func:`grouped_operations`) onto its current state (``table``, ``pk``,
-    ``cur``, optionally ``file``; None: the target holds none of the tables). Keeps ``table``, ``pk`` and
-    ``messages`` and adds ``tombstones_without_seq``, ``duplicates``, ``stale``, ``applied``,
-    ``tombstones_redundant``, ``error``, ``row`` (:data:`STATE_TYPE`, the state after the fold) and ``file``
-    (the target file holding the row, null for a new row or a target that names none)."""
+    ``cur``, optionally ``file``; None: the target holds none of the tables). Keeps ``table``, ``pk``,
+    ``messages`` and what was set aside (``python``, ``other``, ``unknown_sids``) and adds
+    ``tombstones_without_seq``, ``duplicates``, ``stale``, ``applied``, ``tombstones_redundant``, ``error``,
+    ``row`` (:data:`STATE_TYPE`, the state after the fold) and ``file`` (the target file holding the row, null
+    for a new row or a target that names none)."""
     from pyspark.sql import functions as F
 
     no_file = F.lit(None).cast("string").alias("file")
@@ -114,5 +115,8 @@ def _folding_columns() -> tuple[Column, list[Column]]:
         F.col("folded.err").alias("error"),
         F.expr("named_struct('cols', folded.cols, 'del', folded.del, 'seq', folded.seq, 'ts', folded.ts)").alias("row"),
         F.col("file"),
+        F.col("python"),
+        F.col("other"),
+        F.col("unknown_sids"),
     ]
     return FOLD(F.col("ops"), F.col("cur")), output

@@ -18,6 +18,10 @@ the batch's keys (broadcast); the MERGE source is the folded frame itself, and n
 Copy-on-write, not deletion vectors: a MERGE that changes a large share of a table's rows, as micro-batches of
 random keys do, ran slower with deletion vectors.
 
+When none of the changed rows is stored (a first load, new keys only: the fold's scan named no file for them in
+the version that is still the latest, or the table holds no file), they are appended under the txn marker: what
+the MERGE would write, without its scan of the table for the files to rewrite and its join.
+
 When the changed rows lie in every file of the version the fold read (the fold's scan names each row's file), a
 MERGE would rewrite the whole table anyway, after a scan for the files to rewrite and a join of every stored row
 with the source; the table is then replaced instead by its rows with other keys (keys broadcast) plus the folded
@@ -314,12 +318,35 @@ class DeltaTarget(SparkFoldTarget):
             pk = dict(next(iter(folded.pk_signatures)))
             shape = self._ensure_shape(table, pk, check.new_columns)
             source = folded.rows.select(*_for_shape(self._source_columns, table, shape, _merge_source_columns))
-            if self._rewrites_every_file(folded):
+            if self._only_new_rows(folded):
+                self._append(table, source, marker)
+            elif self._rewrites_every_file(folded):
                 self._overwrite(table, source, shape.pk, marker)
             else:
                 self._guarded_merge(table, source, shape.pk, marker)
             written[table] = folded.rows_changed
         return written
+
+    def _only_new_rows(self, folded: FoldedTable) -> bool:
+        """Whether none of the changed rows is stored: the fold read none of them (it names no file) in the
+        table version that is still the latest, or the table holds no file at all (new or empty). Then a plain
+        append writes what the MERGE would, without its scan of the table and its join."""
+        snapshot = self._snapshot(self.path(folded.table))
+        if int(snapshot.numOfFiles()) == 0:
+            return True
+        read = self._fold_reads.get(folded.table)
+        return read is not None and not folded.files and int(snapshot.version()) == read.version
+
+    def _append(self, table: str, source: DataFrame, marker: BatchMarker) -> None:
+        """Append `source` (rows with keys the table does not hold) under the batch's txn marker; Delta skips
+        the append if the marker is committed already, as it skips a MERGE."""
+        (
+            source.write.format("delta")
+            .mode("append")
+            .option("txnAppId", marker.app_id)
+            .option("txnVersion", marker.batch_id)
+            .save(self.path(table))
+        )
 
     def _rewrites_every_file(self, folded: FoldedTable) -> bool:
         """Whether the changed rows lie in every file of the table version the fold read, and the table is

@@ -15,8 +15,11 @@ apply of this design does per batch (decode, keep each key's last message, rewri
 
 Freshness: the job runs continuously (1 s trigger) while records are produced at a fixed rate; for every message
 the time from its send to the commit of the target write that made its row reach (or pass) its seq is taken, and
-p50/p95 reported. Everything runs on this machine: Kafka and the registry (a LocalStack started here unless
-endpoints are given), PostgreSQL (a throw-away server), Spark local[2].
+p50/p95 reported. That is the apply job's share; :mod:`.apply_trickle` measures end to end at a trickle (SDK
+write → row readable in Delta, the whole stack and the job's defaults), and :mod:`.apply_first_load` the initial
+fill of an empty Delta target against a plain decode-and-append job. Everything runs on this machine: Kafka and
+the registry (a LocalStack started here unless endpoints are given), PostgreSQL (a throw-away server), Spark
+local[2].
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from cdcbridge.apply.target import ApplyTarget, SparkFoldTarget, TargetBatch
 from cdcbridge.config import BridgeConfig, parse_config
 from cdcbridge.formats import BridgeTableFormat
 from cdcbridge.formats.keys import decode_key
+from cdcbridge.harness.bench.apply_first_load import initial_fill, measure_first_load
 from cdcbridge.harness.bench.apply_floor import measure_floor
 from cdcbridge.harness.bench.apply_workload import (
     OutgoingMessage,
@@ -241,6 +245,30 @@ def _measure_freshness(spark: Any, endpoints: dict, work: Path, target: str, dsn
     }
 
 
+def _measure_first_load(spark: Any, endpoints: dict, work: Path, rows: int, batch_size: int, seed: int) -> dict:
+    """The initial fill of an empty Delta target with `rows` new rows, against the plain job
+    (:mod:`.apply_first_load`), after an unreported small fill that warms both jobs' code up."""
+    figures: dict[str, Any] = {}
+    for size in (min(rows, batch_size) // 5, rows):
+        prefix = f"load{int(time.time() * 1000) % 10**9}"
+        _produce(endpoints, initial_fill(TABLE, rows=size, prefix=prefix, seed=seed))
+        per_batch = batch_size if size == rows else max(size // 5, 1)
+        config = _config(endpoints, prefix, work, "delta", None, max_offsets_per_trigger=per_batch)
+        figures = measure_first_load(spark, config)
+    return figures
+
+
+def _measure_trickle(seconds: float, trigger_seconds: float | None) -> dict[str, Any]:
+    """End-to-end freshness at a trickle (:mod:`.apply_trickle`); needs delta-rs (``deltalake``, dev extras)."""
+    try:
+        import deltalake  # noqa: F401
+    except ImportError:
+        return {"skipped": "needs deltalake (pip install -e '.[dev]')"}
+    from cdcbridge.harness.bench.apply_trickle import measure_trickle
+
+    return measure_trickle(seconds=seconds, trigger_seconds=trigger_seconds)
+
+
 def _latencies(sent: list[tuple[float, OutgoingMessage]], clock: CommitClock) -> list[float]:
     """Per sent message: commit time of the first write that brought its row to (or past) its seq."""
     visible: dict[tuple, list[tuple[float, str]]] = {}
@@ -269,10 +297,16 @@ def run_apply_bench(
     endpoints: dict[str, str] | None = None,
     seed: int = 5,
     warmup_batches: int = 4,
+    first_load_rows: int = 500_000,
+    trickle_seconds: float = 60.0,
+    trickle_trigger: float | None = None,
 ) -> dict[str, Any]:
     """Measure apply throughput per target and batch size, and freshness into Delta; returns flat figures
     (``delta_100k_batches.rec_per_s``, ``delta_freshness.p95_s``, …). Each target is first warmed up with
-    `warmup_batches` batches of every size (not reported)."""
+    `warmup_batches` batches of every size (not reported). Then, for Delta, the first load of `first_load_rows`
+    rows in batches of the largest size (``delta_first_load``) and, once this Spark is stopped, the end-to-end
+    trickle of `trickle_seconds` with the whole stack (``delta_trickle``; `trickle_trigger` overrides the job's
+    default trigger). 0 skips either."""
     from cdcbridge.config import SparkSettings
     from cdcbridge.harness.stack.postgres import PostgresServer
     from cdcbridge.harness.stack.spark import local_spark_session
@@ -303,6 +337,10 @@ def run_apply_bench(
             figures["delta_freshness"] = _measure_freshness(
                 spark, endpoints, work, "delta", None, rate=freshness_rate, seconds=freshness_seconds, seed=seed
             )
+        if "delta" in targets and first_load_rows > 0:
+            figures["delta_first_load"] = _measure_first_load(
+                spark, endpoints, work, first_load_rows, max(batch_sizes, default=100_000), seed
+            )
         figures["spark_master"] = spark.sparkContext.master
         figures["cores"] = spark.sparkContext.defaultParallelism
     finally:
@@ -312,6 +350,8 @@ def run_apply_bench(
         if stack is not None:
             stack.down()
         shutil.rmtree(work, ignore_errors=True)
+    if "delta" in targets and trickle_seconds > 0:
+        figures["delta_trickle"] = _measure_trickle(trickle_seconds, trickle_trigger)
     return flatten(figures)
 
 

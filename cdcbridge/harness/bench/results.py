@@ -121,6 +121,12 @@ FIGURE_LABELS: dict[str, dict[str, str]] = {
         "rate_per_s": "messages/s sent",
         "p50_s": "p50 (s)",
         "p95_s": "p95 (s)",
+        "max_s": "max (s)",
+        "kafka_p50_s": "SDK write → Kafka p50 (s)",
+        "kafka_p95_s": "SDK write → Kafka p95 (s)",
+        "rows_per_s": "first load rows/s",
+        "plain_rows_per_s": "plain decode + append rows/s",
+        "ratio": "× plain",
     },
 }
 #: Row labels of grouped figures.
@@ -130,6 +136,8 @@ GROUP_LABELS = {
     "postgres_100k_batches": "PostgreSQL, 100k-record batches",
     "postgres_10k_batches": "PostgreSQL, 10k-record batches",
     "delta_freshness": "Delta, source commit → target row",
+    "delta_first_load": "Delta, first load of an empty table",
+    "delta_trickle": "Delta, SDK write → row readable (a row every 0.5 s, whole stack)",
 }
 #: What each benchmark's section says under its heading (the grouped columns need it most).
 SECTION_NOTES = {
@@ -224,15 +232,16 @@ def _summary(goals: list[GoalRow], benchmarks: Mapping[str, Any]) -> list[str]:
             rows.append([goal.what, "–", goal.goal_text(), "not run", "–"])
             continue
         value = entry["figures"].get(goal.figure)
-        met = goal.met(value)
-        figure = "–" if value is None else f"{_format_value(value)} {goal.unit}".rstrip()
+        if value is None:  # a goal newer than the stored run: no figure, so no date either
+            rows.append([goal.what, f"`{entry['command']}`", goal.goal_text(), "not run yet", "–"])
+            continue
         rows.append(
             [
                 goal.what,
                 f"`{entry['command']}`",
                 goal.goal_text(),
-                f"{figure} ({_run_date(entry)})",
-                {True: "yes", False: "**no**", None: "–"}[met],
+                f"{_format_value(value)} {goal.unit}".rstrip() + f" ({_run_date(entry)})",
+                {True: "yes", False: "**no**", None: "–"}[goal.met(value)],
             ]
         )
     named = {goal.benchmark for goal in goals}

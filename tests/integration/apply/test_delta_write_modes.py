@@ -1,6 +1,7 @@
-"""How the Delta target commits a folded batch: it replaces the table when the batch changes a row in every file of
-the version the fold read, and MERGEs otherwise (a batch that leaves some file alone, a table keeping a change data
-feed, a table another writer committed to after the fold read it). Either way the rows equal the reference path's."""
+"""How the Delta target commits a folded batch: it appends when none of the changed rows is stored
+(:mod:`.test_delta_new_rows`), replaces the table when the batch changes a row in every file of the version the fold
+read, and MERGEs otherwise (a batch that leaves some file alone, a table keeping a change data feed, a table another
+writer committed to after the fold read it). Either way the rows equal the reference path's."""
 
 from __future__ import annotations
 
@@ -57,9 +58,12 @@ class Paths:
                 target.read_rows(TABLE, KEYS).items()}  # fmt: skip
 
     def last_operation(self) -> str:
+        """The last commit's operation; a WRITE is told apart by its mode (``WRITE Append``, ``WRITE Overwrite``)."""
         from delta.tables import DeltaTable
 
-        return DeltaTable.forPath(self.spark, self.target.path(TABLE)).history(1).first()["operation"]
+        last = DeltaTable.forPath(self.spark, self.target.path(TABLE)).history(1).first()
+        mode = (last["operationParameters"] or {}).get("mode") if last["operation"] == "WRITE" else None
+        return f"WRITE {mode}" if mode else last["operation"]
 
     def keys_by_file(self) -> dict[str, list[tuple]]:
         stored = self.spark.read.format("delta").load(self.target.path(TABLE))
@@ -71,11 +75,11 @@ class Paths:
 
 def test_a_batch_changing_every_file_replaces_the_table_and_one_leaving_a_file_alone_merges(spark, tmp_path):
     paths = Paths(spark, tmp_path)
-    assert paths.apply([_put(10, key, n) for n, key in enumerate(KEYS)]) == "MERGE"  # the table is new
+    assert paths.apply([_put(10, key, n) for n, key in enumerate(KEYS)]) == "WRITE Append"  # the table is new
     by_file = paths.keys_by_file()
     assert len(by_file) >= 2, "the test needs a table of several files"
     one_per_file = [keys[0] for keys in by_file.values()]
-    assert paths.apply([_bump(20, key) for key in one_per_file]) == "WRITE"  # replaced: the others are kept
+    assert paths.apply([_bump(20, key) for key in one_per_file]) == "WRITE Overwrite"  # replaced: the others are kept
     assert paths.rows(paths.target)[one_per_file[0]][1]["count"] == KEYS.index(one_per_file[0]) + 5
     by_file = paths.keys_by_file()
     assert len(by_file) >= 2
@@ -108,7 +112,7 @@ def test_a_commit_after_the_fold_read_the_table_makes_the_batch_merge(spark, tmp
 def test_an_overwrite_under_a_committed_marker_writes_nothing(spark, tmp_path):
     paths = Paths(spark, tmp_path)
     paths.apply([_put(10, key, n) for n, key in enumerate(KEYS)])
-    assert paths.apply([_bump(20, key) for key in KEYS]) == "WRITE"
+    assert paths.apply([_bump(20, key) for key in KEYS]) == "WRITE Overwrite"
     before = paths.rows(paths.target)
     from pyspark.sql import functions as F
 
