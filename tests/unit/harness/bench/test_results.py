@@ -158,5 +158,6 @@ def test_the_repository_page_fits_two_screens_and_names_the_run_of_every_figure(
         if goal.figure in data[goal.benchmark]["figures"]:
             assert f"({data[goal.benchmark]['finished_at'][:10]})" in page
         else:
-            assert f"| {goal.what} | `{data[goal.benchmark]['command']}` | {goal.goal_text()} | not run yet | – |" in page
+            command = data[goal.benchmark]["command"]
+            assert f"| {goal.what} | `{command}` | {goal.goal_text()} | not run yet | – |" in page
     assert "Session" not in page and "alternating" not in page  # the diary lives in benchmarks/history.md
