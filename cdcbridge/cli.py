@@ -361,12 +361,25 @@ def bench_failover(ctx: click.Context, fast: bool, handoff_samples: int, failove
 @click.option("--batches", default=3, show_default=True, help="Batches per size and target.")
 @click.option("--targets", default="delta,postgres", show_default=True)
 @click.option("--warmup-batches", default=4, show_default=True, help="Unreported batches of every size run first.")
+@click.option(
+    "--table-rows",
+    default=None,
+    help="Instead: table sizes, comma list (e.g. 250000,10000000); per size a Delta table is filled directly, then "
+    "100k-record batches on random keys are applied to it (--batches of them), and the ratio largest / smallest "
+    "is reported.",
+)
 @click.pass_context
-def bench_apply(ctx: click.Context, batch_sizes: str, batches: int, targets: str, warmup_batches: int) -> None:
+def bench_apply(ctx: click.Context, batch_sizes: str, batches: int, targets: str, warmup_batches: int,
+                table_rows: str | None) -> None:  # fmt: skip
     """The apply job: records/s into Delta and PostgreSQL per batch size (Delta also against a floor: decode and
-    rewrite only), and end-to-end freshness."""
-    from cdcbridge.harness.bench.apply import run_apply_bench
+    rewrite only), and end-to-end freshness; with --table-rows, records/s per Delta table size."""
+    from cdcbridge.harness.bench.apply import run_apply_bench, run_table_rows_bench
 
+    if table_rows is not None:
+        sizes = tuple(int(size) for size in table_rows.split(","))
+        figures = run_table_rows_bench(table_rows=sizes, batches=batches, warmup_batches=warmup_batches)
+        _report(ctx, "apply-table-rows", figures)
+        return
     figures = run_apply_bench(batch_sizes=tuple(int(s) for s in batch_sizes.split(",")), batches=batches,
                               targets=tuple(targets.split(",")), warmup_batches=warmup_batches)  # fmt: skip
     _report(ctx, "apply", {k: v for k, v in figures.items() if not isinstance(v, dict | list)})
