@@ -83,14 +83,12 @@ TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 GUARD = "s._seq > t._seq OR t._seq IS NULL"
 #: Session settings for many small MERGEs, applied unless the Spark configuration sets them: rebuild a table's
 #: snapshot with 2 partitions instead of 50 (a micro-batch table's log is short and checkpointed), and do not
-#: materialize the MERGE source (it is a deterministic local frame). No data skipping and no runtime Bloom
-#: filters: the job's scans are joins on the primary key, which neither prunes, but both have the optimizer read
-#: the table's file statistics for every new table version. This session only: the purge's delete then reads
-#: every file; other readers keep their own settings. Files of at most MAX_RECORDS_PER_FILE rows.
+#: materialize the MERGE source (it is a deterministic local frame). No runtime Bloom filters: the job's scans are
+#: joins on the primary key, which they do not prune. Data skipping stays on: Delta reads a table with deletion
+#: vectors only through the file list it pins (and an error otherwise). Files of at most MAX_RECORDS_PER_FILE rows.
 MICRO_BATCH_CONF = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.databricks.delta.merge.materializeSource": "none",
-    "spark.databricks.delta.stats.skipping": "false",
     "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
     "spark.sql.files.maxRecordsPerFile": str(MAX_RECORDS_PER_FILE),
 }
