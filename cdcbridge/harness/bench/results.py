@@ -96,6 +96,16 @@ FIGURE_LABELS: dict[str, dict[str, str]] = {
         "ownership_changes_after_convergence": "lease moves after the rebalance settled",
         "records_redelivered": "records delivered twice (failover samples)",
     },
+    "apply-table-rows": {
+        "table_files": "files before",
+        "table_files_after": "files after",
+        "rec_per_s": "records/s",
+        "first_batch_rec_per_s": "first batch records/s",
+        "phase_share.decode": "decode",
+        "phase_share.read": "read",
+        "phase_share.fold": "fold",
+        "phase_share.write": "write",
+    },
     "bridge": {
         "records": "source records",
         "formats": "formats",
@@ -110,11 +120,6 @@ FIGURE_LABELS: dict[str, dict[str, str]] = {
     },
     "apply": {
         "spark_master": "Spark master",
-        "batch_records": "records per batch",
-        "ratio_large_to_small": "records/s, largest table / smallest",
-        "table_rows": "table rows",
-        "table_files": "files before",
-        "table_files_after": "files after",
         "rec_per_s": "records/s",
         "floor_rec_per_s": "floor records/s",
         "share_of_floor": "share of floor",
