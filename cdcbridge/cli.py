@@ -373,15 +373,28 @@ def bench_failover(ctx: click.Context, fast: bool, handoff_samples: int, failove
 @click.option("--first-load-rows", default=500_000, show_default=True, help="Rows of the first-load run (0: skip).")
 @click.option("--trickle-seconds", default=60.0, show_default=True, help="End-to-end trickle run (0: skip).")
 @click.option("--trickle-trigger", type=float, default=None, help="Trigger of the trickle's job (default: the job's).")
+@click.option(
+    "--table-rows",
+    default=None,
+    help="Instead: table sizes, comma list (e.g. 250000,10000000); per size a Delta table is filled directly, then "
+    "100k-record batches on random keys are applied to it (--batches of them), and the ratio largest / smallest "
+    "is reported.",
+)
 @click.pass_context
 def bench_apply(ctx: click.Context, batch_sizes: str, batches: int, targets: str, warmup_batches: int,
-                first_load_rows: int, trickle_seconds: float, trickle_trigger: float | None) -> None:  # fmt: skip
+                first_load_rows: int, trickle_seconds: float, trickle_trigger: float | None,
+                table_rows: str | None) -> None:  # fmt: skip
     """The apply job: records/s into Delta and PostgreSQL per batch size (Delta also against a floor: decode and
     rewrite only), the first load of an empty Delta target against a plain decode-and-append job, the apply
     job's freshness, and end-to-end freshness at a trickle with the whole stack. An empty --batch-sizes skips
-    the throughput runs."""
-    from cdcbridge.harness.bench.apply import run_apply_bench
+    the throughput runs; with --table-rows, records/s per Delta table size instead."""
+    from cdcbridge.harness.bench.apply import run_apply_bench, run_table_rows_bench
 
+    if table_rows is not None:
+        sizes = tuple(int(size) for size in table_rows.split(","))
+        figures = run_table_rows_bench(table_rows=sizes, batches=batches, warmup_batches=warmup_batches)
+        _report(ctx, "apply-table-rows", figures)
+        return
     figures = run_apply_bench(batch_sizes=tuple(int(s) for s in batch_sizes.split(",") if s), batches=batches,
                               targets=tuple(targets.split(",")), warmup_batches=warmup_batches,
                               first_load_rows=first_load_rows, trickle_seconds=trickle_seconds,

@@ -12,22 +12,30 @@ re-run batch is a no-op per table. Dead letters are appended to ``<delta_path>/<
 same txn. A batch touching several tables is several commits; each is atomic with its own marker, so a batch
 cut short between two commits resumes with the tables not yet committed.
 
-On the Spark path (:mod:`cdcbridge.apply.spark.batch`) the table is read in the fold's job, each row turned into
-the fold's state by compiled code (:data:`ROW_STATE`, because Spark interprets the SQL equivalent) and matched to
-the batch's keys (broadcast); the MERGE source is the folded frame itself, and nothing passes through Python.
-Copy-on-write, not deletion vectors: a MERGE that changes a large share of a table's rows, as micro-batches of
-random keys do, ran slower with deletion vectors.
+On the Spark path (:mod:`cdcbridge.apply.spark.batch`) the table is read in the fold's job: its rows are matched to
+the batch's keys on the typed key columns (broadcast) and only those turned into the fold's state by compiled code
+(:data:`ROW_STATE`, because Spark interprets the SQL equivalent); the MERGE source is the folded frame itself, and
+nothing passes through Python.
+
+A batch's cost follows the batch, not the table. Tables are created with deletion vectors
+(``delta.enableDeletionVectors``): a MERGE marks the rows it replaces in a bitmap beside their file and writes only
+the batch's rows, where copy-on-write rewrites every file holding a changed row, which for random keys is every
+file, so the whole table. Files are bounded (:data:`MAX_RECORDS_PER_FILE`, unless the Spark configuration sets
+``spark.sql.files.maxRecordsPerFile``) so that what does rewrite files (a table without deletion vectors, OPTIMIZE,
+the purge) rewrites bounded ones. A table created before keeps its protocol: the job does not upgrade a table that
+other readers share (README: "Delta table layout").
 
 When none of the changed rows is stored (a first load, new keys only: the fold's scan named no file for them in
 the version that is still the latest, or the table holds no file), they are appended under the txn marker: what
 the MERGE would write, without its scan of the table for the files to rewrite and its join.
 
-When the changed rows lie in every file of the version the fold read (the fold's scan names each row's file), a
-MERGE would rewrite the whole table anyway, after a scan for the files to rewrite and a join of every stored row
-with the source; the table is then replaced instead by its rows with other keys (keys broadcast) plus the folded
-rows, under the same txn marker (``mode("overwrite")``; Delta records the operation as WRITE). The fold already
-applied the guard to the rows it read, so this happens only while the table is still at that version, and never
-for a table that keeps a change data feed (which must record each row's change).
+A small table is cheaper to rewrite than to MERGE: when the changed rows lie in every file of the version the fold
+read (the fold's scan names each row's file) and the table holds at most :data:`OVERWRITE_MAX_BYTES`, it is replaced
+by its rows with other keys (keys broadcast) plus the folded rows, under the same txn marker (``mode("overwrite")``;
+Delta records the operation as WRITE), which spares the MERGE's scan for the files to touch and its join of every
+stored row with the source. The fold already applied the guard to the rows it read, so this happens only while the
+table is still at that version, and never for a table that keeps a change data feed (which must record each row's
+change). Above the bound a batch always MERGEs, so no batch rewrites a large table.
 """
 
 from __future__ import annotations
@@ -69,24 +77,30 @@ if TYPE_CHECKING:
 
 PK_PROPERTY = "cdcbridge.primaryKey"
 CHANGE_FEED_PROPERTY = "delta.enableChangeDataFeed"
+DELETION_VECTORS_PROPERTY = "delta.enableDeletionVectors"
+#: Largest table (bytes of its files) a batch that changes a row in every file replaces instead of MERGEing.
+OVERWRITE_MAX_BYTES = 64 * 2**20
+#: Rows per data file at most: bounded files keep what rewrites files (see the module docstring) bounded too.
+MAX_RECORDS_PER_FILE = 1_000_000
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 GUARD = "s._seq > t._seq OR t._seq IS NULL"
 #: Session settings for many small MERGEs, applied unless the Spark configuration sets them: rebuild a table's
 #: snapshot with 2 partitions instead of 50 (a micro-batch table's log is short and checkpointed), and do not
-#: materialize the MERGE source (it is a deterministic local frame). No data skipping and no runtime Bloom
-#: filters: the job's scans are joins on the primary key, which neither prunes, but both have the optimizer read
-#: the table's file statistics for every new table version. This session only: the purge's delete then reads
-#: every file; other readers keep their own settings.
+#: materialize the MERGE source (it is a deterministic local frame). No runtime Bloom filters: the job's scans are
+#: joins on the primary key, which they do not prune. Data skipping stays on: Delta reads a table with deletion
+#: vectors only through the file list it pins (and an error otherwise). Files of at most MAX_RECORDS_PER_FILE rows.
 MICRO_BATCH_CONF = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.databricks.delta.merge.materializeSource": "none",
-    "spark.databricks.delta.stats.skipping": "false",
     "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
+    "spark.sql.files.maxRecordsPerFile": str(MAX_RECORDS_PER_FILE),
 }
 #: A stored row as the fold's state, compiled (deploy/spark/src/main/java/io/cdcbridge/spark/RowState.java): its
 #: argument is a struct of the attribute columns followed by the RESERVED_COLUMNS.
 ROW_STATE = KernelFunction("cdcbridge_row_state", "io.cdcbridge.spark.RowState", STATE_TYPE)
+#: The stored rows' file (``_metadata.file_path``), selected before the join with the batch's keys.
+_FILE = "_cdcbridge_file"
 _BOOKKEEPING_DDL = "`_versions` map<string,bigint>, `_seq` string, `_deleted` boolean, `_source_ts` bigint"
 _DEAD_LETTER_DDL = (
     "app_id string, batch_id bigint, topic string, partition int, offset bigint, error_type string, error string, "
@@ -107,11 +121,12 @@ class _TableShape:
 
 @dataclass(frozen=True)
 class _FoldRead:
-    """The table version the fold read a table at, with its file count and whether it keeps a change data
-    feed (which must record each row's change, so the table is only ever MERGEd)."""
+    """The table version the fold read a table at, with its file count, its size and whether it keeps a change
+    data feed (which must record each row's change, so the table is only ever MERGEd)."""
 
     version: int
     files: int
+    size_bytes: int
     change_feed: bool
 
 
@@ -125,10 +140,17 @@ class DeltaTarget(SparkFoldTarget):
 
     name = "delta"
 
-    def __init__(self, spark: SparkSession, root: str, dead_letter_table: str = "_dead_letters") -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        root: str,
+        dead_letter_table: str = "_dead_letters",
+        overwrite_max_bytes: int = OVERWRITE_MAX_BYTES,
+    ) -> None:
         self.spark = spark
         self.root = root.rstrip("/")
         self.dead_letter_table = dead_letter_table
+        self.overwrite_max_bytes = overwrite_max_bytes
         self._shapes: dict[str, _TableShape] = {}
         #: Per table: the shape and the fold-state columns built for it (see :func:`_for_shape`).
         self._state_columns: dict[str, tuple[_TableShape, list[Column]]] = {}
@@ -257,7 +279,7 @@ class DeltaTarget(SparkFoldTarget):
             pk_json = json.dumps(list(pk)).replace("\\", "\\\\").replace("'", "\\'")
             self.spark.sql(
                 f"CREATE TABLE IF NOT EXISTS delta.{quote(path)} ({ddl}) USING DELTA "
-                f"TBLPROPERTIES ('{PK_PROPERTY}' = '{pk_json}')"
+                f"TBLPROPERTIES ('{PK_PROPERTY}' = '{pk_json}', '{DELETION_VECTORS_PROPERTY}' = 'true')"
             )
         elif new_columns:
             added = ", ".join(f"{quote(n)} {k}" for n, k in new_columns.items())
@@ -271,8 +293,16 @@ class DeltaTarget(SparkFoldTarget):
 
     # --- the Spark path -----------------------------------------------------------------------------------------
 
+    def create_table(self, table: str, pk: Mapping[str, str], columns: Mapping[str, str]) -> str:
+        """Create `table` as the job would for its first rows (primary key and attribute columns, name → Spark
+        type), or add the missing columns; returns its path. For tools that fill a table directly."""
+        self._ensure_shape(table, pk, {name: kind for name, kind in columns.items() if name not in pk})
+        return self.path(table)
+
     def current_rows(self, tables: Collection[str], grouped: DataFrame) -> DataFrame | None:
-        frames = [self._state_frame(table, shape) for table in tables if (shape := self._shape(table)) is not None]
+        frames = [
+            self._state_frame(table, shape, grouped) for table in tables if (shape := self._shape(table)) is not None
+        ]
         if not frames:
             return None
         union = frames[0]
@@ -280,17 +310,24 @@ class DeltaTarget(SparkFoldTarget):
             union = union.unionByName(frame)
         return union
 
-    def _state_frame(self, table: str, shape: _TableShape) -> DataFrame:
-        """The table's rows as the fold's state: ``table``, ``pk``, ``cur``."""
+    def _state_frame(self, table: str, shape: _TableShape, grouped: DataFrame) -> DataFrame:
+        """The table's rows with the keys of `grouped` as the fold's state: ``table``, ``pk``, ``cur``, ``file``.
+        Matched on the typed key columns before the conversion, so only the batch's rows are converted."""
+        from pyspark.sql import functions as F
+
         columns = _for_shape(self._state_columns, table, shape, partial(self._new_state_columns, table))
         snapshot = self._snapshot(self.path(table))
         change_feed = snapshot.metadata().configuration().get(CHANGE_FEED_PROPERTY)
         self._fold_reads[table] = _FoldRead(
             version=int(snapshot.version()),
             files=int(snapshot.numOfFiles()),
+            size_bytes=int(snapshot.sizeInBytes()),
             change_feed=change_feed.isDefined() and str(change_feed.get()).lower() == "true",
         )
-        return self.spark.read.format("delta").load(self.path(table)).select(*columns)
+        stored = self.spark.read.format("delta").load(self.path(table))
+        stored = stored.select("*", F.col("_metadata.file_path").alias(_FILE))
+        keys = F.broadcast(grouped.where(F.col("table") == F.lit(table)).select(*_batch_key_columns(shape)))
+        return stored.join(keys, on=list(shape.pk), how="left_semi").select(*columns)
 
     def _new_state_columns(self, table: str, shape: _TableShape) -> list[Column]:
         ROW_STATE.register(self.spark)
@@ -320,7 +357,7 @@ class DeltaTarget(SparkFoldTarget):
             source = folded.rows.select(*_for_shape(self._source_columns, table, shape, _merge_source_columns))
             if self._only_new_rows(folded):
                 self._append(table, source, marker)
-            elif self._rewrites_every_file(folded):
+            elif self._overwrite_is_cheaper(folded):
                 self._overwrite(table, source, shape.pk, marker)
             else:
                 self._guarded_merge(table, source, shape.pk, marker)
@@ -348,11 +385,13 @@ class DeltaTarget(SparkFoldTarget):
             .save(self.path(table))
         )
 
-    def _rewrites_every_file(self, folded: FoldedTable) -> bool:
-        """Whether the changed rows lie in every file of the table version the fold read, and the table is
-        still at that version (so the fold saw every row it replaces)."""
+    def _overwrite_is_cheaper(self, folded: FoldedTable) -> bool:
+        """Whether the changed rows lie in every file of the table version the fold read, that table is small
+        (at most `overwrite_max_bytes`), and it is still at that version (so the fold saw every row it replaces)."""
         read = self._fold_reads.get(folded.table)
         if read is None or read.change_feed or read.files == 0 or len(folded.files) < read.files:
+            return False
+        if read.size_bytes > self.overwrite_max_bytes:
             return False
         return int(self._snapshot(self.path(folded.table)).version()) == read.version
 
@@ -399,7 +438,7 @@ class DeltaTarget(SparkFoldTarget):
         """Replace the table with its rows not in `source` plus `source`, committed with the batch's txn marker:
         what the MERGE writes when the batch changes a row in every file, without the MERGE's scan for the
         files to rewrite and its join of every stored row with the source (the keys are broadcast instead).
-        Only after :meth:`_rewrites_every_file`: `source` was folded onto the rows this version holds."""
+        Only after :meth:`_overwrite_is_cheaper`: `source` was folded onto the rows this version holds."""
         from pyspark.sql import functions as F
 
         names = list(pk)
@@ -496,9 +535,23 @@ def _union(column: Column, kind: str, fields: tuple[str, ...]) -> Column:
     return F.struct(*[(column if name == wanted else F.lit(None).cast(types[name])).alias(name) for name in fields])
 
 
+def _batch_key_columns(shape: _TableShape) -> list[Column]:
+    """The batch's row keys (grouped operations' ``pk``) as the table's typed key columns; a key of other names
+    or types comes out null somewhere and matches no stored row."""
+    from pyspark.sql import functions as F
+
+    columns = []
+    for index, (name, kind) in enumerate(shape.pk.items()):
+        item = F.col("pk")[index]
+        right = (F.size("pk") == len(shape.pk)) & (item["n"] == F.lit(name))
+        columns.append(F.when(right, item["v"][UNION_FIELD[kind]]).alias(name))
+    return columns
+
+
 def _state_columns(table: str, shape: _TableShape) -> list[Column]:
     """The columns that turn a table's rows into the fold's state (``table``, ``pk``, ``cur``; the state by
-    compiled code, :data:`ROW_STATE`) and name the file holding each (``file``)."""
+    compiled code, :data:`ROW_STATE`) and name the file holding each (``file``, selected as ``_file`` before
+    the rows are matched to the batch's keys)."""
     from pyspark.sql import functions as F
 
     pk = F.array(
@@ -510,7 +563,7 @@ def _state_columns(table: str, shape: _TableShape) -> list[Column]:
         F.lit(table).alias("table"),
         pk.alias("pk"),
         ROW_STATE(stored).alias("cur"),
-        F.col("_metadata.file_path").alias("file"),
+        F.col(_FILE).alias("file"),
     ]
 
 

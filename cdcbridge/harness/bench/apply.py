@@ -13,6 +13,10 @@ Floor (Delta only): after each Delta run, :mod:`.apply_floor` reads the same mes
 apply of this design does per batch (decode, keep each key's last message, rewrite the table);
 ``floor_rec_per_s`` is its rate and ``share_of_floor`` the apply's rate as a share of it.
 
+Table size (``--table-rows``, Delta only): per size, a table of that many rows is filled directly
+(:mod:`.apply_table`), then 100k-record batches on random keys of it are applied from Kafka; the steady rate per
+size and the ratio largest / smallest show whether a batch's cost follows the batch or the table.
+
 Freshness: the job runs continuously (1 s trigger) while records are produced at a fixed rate; for every message
 the time from its send to the commit of the target write that made its row reach (or pass) its seq is taken, and
 p50/p95 reported. That is the apply job's share; :mod:`.apply_trickle` measures end to end at a trickle (SDK
@@ -42,6 +46,7 @@ from cdcbridge.formats import BridgeTableFormat
 from cdcbridge.formats.keys import decode_key
 from cdcbridge.harness.bench.apply_first_load import initial_fill, measure_first_load
 from cdcbridge.harness.bench.apply_floor import measure_floor
+from cdcbridge.harness.bench.apply_table import fill_table
 from cdcbridge.harness.bench.apply_workload import (
     OutgoingMessage,
     WorkloadProducer,
@@ -352,6 +357,95 @@ def run_apply_bench(
         shutil.rmtree(work, ignore_errors=True)
     if "delta" in targets and trickle_seconds > 0:
         figures["delta_trickle"] = _measure_trickle(trickle_seconds, trickle_trigger)
+    return flatten(figures)
+
+
+def _measure_table_size(spark: Any, endpoints: dict, work: Path, rows: int, batch_size: int, batches: int,
+                        seed: int) -> dict[str, Any]:  # fmt: skip
+    """Fill a Delta table of `rows` rows directly (:mod:`.apply_table`), then apply `batches` batches of
+    `batch_size` records on random keys of it (plus redeliveries) from Kafka with a job of its own."""
+    from delta.tables import DeltaTable
+
+    from cdcbridge.apply.targets.delta import DeltaTarget
+
+    prefix = f"rows{int(time.time() * 1000) % 10**9}"
+    config = _config(endpoints, prefix, work, "delta", None, max_offsets_per_trigger=batch_size)
+    target = DeltaTarget(spark, config.apply.delta_path)
+    started = time.perf_counter()
+    files = fill_table(target, TABLE, rows)
+    filled = time.perf_counter() - started
+    records = generate_records(TABLE, keys=rows, records=batch_size * batches, seed=seed, preloaded=rows)
+    messages, _ = bridge_messages(records, BridgeTableFormat(), topic_prefix=prefix)
+    produced = _produce(endpoints, with_redeliveries(messages, seed=seed, fraction=0.1))
+    summary = run_apply(config, once=True, spark=spark)
+    figures = _throughput_figures(summary, batch_size)
+    detail = DeltaTable.forPath(spark, target.path(TABLE)).detail().first()
+    figures.update(
+        table_rows=rows,
+        table_files=files,
+        table_files_after=detail["numFiles"],
+        fill_seconds=round(filled, 1),
+        produce_seconds=round(produced, 1),
+    )
+    shutil.rmtree(work / prefix, ignore_errors=True)
+    return figures
+
+
+def rows_label(rows: int) -> str:
+    """A table size as the figures name it: 250k, 2m, 10m."""
+    if rows >= 1_000_000 and rows % 1_000_000 == 0:
+        return f"{rows // 1_000_000}m"
+    return f"{rows // 1000}k" if rows % 1000 == 0 else str(rows)
+
+
+def table_size_ratio(figures: Mapping[str, Mapping[str, Any]], table_rows: Sequence[int]) -> float | None:
+    """The steady rec/s at the largest table size as a share of that at the smallest (None if either is
+    missing)."""
+    small = figures.get(f"delta_{rows_label(min(table_rows))}_rows", {}).get("rec_per_s")
+    large = figures.get(f"delta_{rows_label(max(table_rows))}_rows", {}).get("rec_per_s")
+    return round(large / small, 2) if small and large else None
+
+
+def run_table_rows_bench(
+    *,
+    table_rows: tuple[int, ...] = (250_000, 10_000_000),
+    batch_size: int = 100_000,
+    batches: int = 4,
+    endpoints: dict[str, str] | None = None,
+    seed: int = 5,
+    warmup_batches: int = 4,
+) -> dict[str, Any]:
+    """Per table size: steady rec/s of `batch_size`-record batches on random keys into a Delta table of that many
+    rows, filled directly beforehand; and the ratio largest / smallest (``ratio_large_to_small``), which is 1
+    when a batch's cost does not depend on the table. A small table takes `warmup_batches` batches first."""
+    from cdcbridge.config import SparkSettings
+    from cdcbridge.harness.stack.spark import local_spark_session
+    from cdcbridge.harness.stack.stack import LocalStack, StackPorts
+
+    work = Path(tempfile.mkdtemp(prefix="cdcbridge-apply-bench-"))
+    stack = None
+    if endpoints is None:
+        stack = LocalStack(work / "stack")
+        up = stack.up(StackPorts(0, 0, 0, 0), services=("kafka", "registry"))
+        endpoints = {"kafka": up.kafka_bootstrap, "registry": up.registry_url}
+    spark = local_spark_session("cdcbridge-bench-apply", SparkSettings(master="local[2]"))
+    figures: dict[str, Any] = {}
+    try:
+        if warmup_batches > 0:
+            _measure_table_size(spark, endpoints, work, min(table_rows), batch_size, warmup_batches, seed + 1)
+        for rows in table_rows:
+            figures[f"delta_{rows_label(rows)}_rows"] = _measure_table_size(
+                spark, endpoints, work, rows, batch_size, batches, seed
+            )
+        figures["ratio_large_to_small"] = table_size_ratio(figures, table_rows)
+        figures["batch_records"] = batch_size
+        figures["spark_master"] = spark.sparkContext.master
+        figures["cores"] = spark.sparkContext.defaultParallelism
+    finally:
+        spark.stop()
+        if stack is not None:
+            stack.down()
+        shutil.rmtree(work, ignore_errors=True)
     return flatten(figures)
 
 

@@ -80,15 +80,25 @@ class SourceTable:
 
 
 def generate_records(
-    table: str, *, keys: int, records: int, seed: int = 0, start_us: int = START_US, increments: bool = True
+    table: str,
+    *,
+    keys: int,
+    records: int,
+    seed: int = 0,
+    start_us: int = START_US,
+    increments: bool = True,
+    preloaded: int = 0,
 ) -> list[ChangeRecord]:
     """Random PUT / UPDATE (puts, column deletes, increments) / DELETE records over `keys` rows, in commit order.
 
     Columns are typed consistently (``name`` string, ``score`` double, ``active`` bool, ``blob`` bytes,
-    ``visits`` an integer counter that is only ever incremented or put), as a real table's columns are.
+    ``visits`` an integer counter that is only ever incremented or put), as a real table's columns are. Keys below
+    `preloaded` exist before the first record (a table filled beforehand, e.g. by the bench's table generator), so
+    their first records are updates and deletes as much as later ones.
     """
     rng = random.Random(seed)
-    live: set[int] = set()
+    added: set[int] = set()
+    removed: set[int] = set()
     out: list[ChangeRecord] = []
     for index in range(records):
         key = rng.randrange(keys)
@@ -96,10 +106,12 @@ def generate_records(
         ts = sequence.timestamp_us // 1000
         pk: list[tuple[str, Value]] = [("region", f"r{key % 3}"), ("id", key)]
         roll = rng.random()
-        if key in live and roll < 0.08:
+        live = key in added or (key < preloaded and key not in removed)
+        if live and roll < 0.08:
             action, cells = RecordAction.DELETE, []
-            live.discard(key)
-        elif key not in live or roll < 0.25:
+            added.discard(key)
+            removed.add(key)
+        elif not live or roll < 0.25:
             action = RecordAction.PUT
             cells = [
                 Cell("name", CellOp.PUT, f"n{rng.randrange(10_000)}", ts),
@@ -108,7 +120,7 @@ def generate_records(
             ]
             if rng.random() < 0.5:
                 cells.append(Cell("blob", CellOp.PUT, rng.randbytes(8), ts))
-            live.add(key)
+            added.add(key)
         else:
             action = RecordAction.UPDATE
             cells = []

@@ -96,6 +96,16 @@ FIGURE_LABELS: dict[str, dict[str, str]] = {
         "ownership_changes_after_convergence": "lease moves after the rebalance settled",
         "records_redelivered": "records delivered twice (failover samples)",
     },
+    "apply-table-rows": {
+        "table_files": "files before",
+        "table_files_after": "files after",
+        "rec_per_s": "records/s",
+        "first_batch_rec_per_s": "first batch records/s",
+        "phase_share.decode": "decode",
+        "phase_share.read": "read",
+        "phase_share.fold": "fold",
+        "phase_share.write": "write",
+    },
     "bridge": {
         "records": "source records",
         "formats": "formats",
@@ -138,12 +148,18 @@ GROUP_LABELS = {
     "delta_freshness": "Delta, source commit → target row",
     "delta_first_load": "Delta, first load of an empty table",
     "delta_trickle": "Delta, SDK write → row readable (a row every 0.5 s, whole stack)",
+    "delta_250k_rows": "Delta, 250k-row table",
+    "delta_2m_rows": "Delta, 2M-row table",
+    "delta_10m_rows": "Delta, 10M-row table",
 }
 #: What each benchmark's section says under its heading (the grouped columns need it most).
 SECTION_NOTES = {
     "apply": "records/s: median of the measured batches. Floor: the same messages decoded, each key's last one kept "
     "and the table rewritten, the least an apply of this design does. decode / read / fold / write: share of a "
     "batch's time.",
+    "apply-table-rows": "Per table size: a Delta table filled directly, then 100k-record batches on random keys "
+    "applied from Kafka; records/s: median of the batches after the first. A cost that follows the batch keeps the "
+    "ratio near 1.",
     "bridge": "One worker, emulator → Kafka (Avro, acks=all), against raw produce of the same messages.",
     "failover": "Failover and hand-off: a worker is killed or stopped at a random phase of its peer's take cycle, "
     "until the peer delivers again. Rebalance: a second worker joins one that holds 8 shards, until each holds 4.",

@@ -1,7 +1,9 @@
 """How the Delta target commits a folded batch: it appends when none of the changed rows is stored
-(:mod:`.test_delta_new_rows`), replaces the table when the batch changes a row in every file of the version the fold
-read, and MERGEs otherwise (a batch that leaves some file alone, a table keeping a change data feed, a table another
-writer committed to after the fold read it). Either way the rows equal the reference path's."""
+(:mod:`.test_delta_new_rows`), replaces a small table when the batch changes a row in every file
+of the version the fold read, and MERGEs otherwise (a batch that leaves some file alone, a table above the size bound,
+a table keeping a change data feed, a table another writer committed to after the fold read it); a MERGE marks the
+replaced rows with deletion vectors instead of rewriting their files. Either way the rows equal the reference
+path's."""
 
 from __future__ import annotations
 
@@ -32,9 +34,9 @@ def _bump(seq: int, key: tuple) -> dict[str, Any]:
 class Paths:
     """The Spark path into one Delta target and the reference path into another, fed the same batches."""
 
-    def __init__(self, spark: Any, root: Any) -> None:
+    def __init__(self, spark: Any, root: Any, **target: Any) -> None:
         self.spark = spark
-        self.target = DeltaTarget(spark, str(root / "spark"))
+        self.target = DeltaTarget(spark, str(root / "spark"), **target)
         self.reference = DeltaTarget(spark, str(root / "reference"))
         mutations = routing(MessageFormat.MUTATE_LOG)
         self.spark_path = SparkBatchApplier(self.target, mutations, "app")
@@ -59,11 +61,14 @@ class Paths:
 
     def last_operation(self) -> str:
         """The last commit's operation; a WRITE is told apart by its mode (``WRITE Append``, ``WRITE Overwrite``)."""
-        from delta.tables import DeltaTable
-
-        last = DeltaTable.forPath(self.spark, self.target.path(TABLE)).history(1).first()
+        last = self.last_commit()
         mode = (last["operationParameters"] or {}).get("mode") if last["operation"] == "WRITE" else None
         return f"WRITE {mode}" if mode else last["operation"]
+
+    def last_commit(self) -> Any:
+        from delta.tables import DeltaTable
+
+        return DeltaTable.forPath(self.spark, self.target.path(TABLE)).history(1).first()
 
     def keys_by_file(self) -> dict[str, list[tuple]]:
         stored = self.spark.read.format("delta").load(self.target.path(TABLE))
@@ -121,3 +126,38 @@ def test_an_overwrite_under_a_committed_marker_writes_nothing(spark, tmp_path):
     assert paths.rows(paths.target) == before
     paths.target._overwrite(TABLE, changed, ["id"], BatchMarker("app", 2))  # the same call, a new batch: written
     assert {columns["count"] for _, columns in paths.rows(paths.target).values()} == {999}
+
+
+def test_a_table_above_the_size_bound_is_merged_with_deletion_vectors_even_when_every_file_changes(spark, tmp_path):
+    from delta.tables import DeltaTable
+
+    paths = Paths(spark, tmp_path, overwrite_max_bytes=0)
+    paths.apply([_put(10, key, n) for n, key in enumerate(KEYS)])
+    properties = DeltaTable.forPath(spark, paths.target.path(TABLE)).detail().first()["properties"]
+    assert properties["delta.enableDeletionVectors"] == "true"
+    files = paths.keys_by_file()
+    assert len(files) >= 2, "the test needs a table of several files"
+    one_per_file = [keys[0] for keys in files.values()]
+    assert paths.apply([_bump(20, key) for key in one_per_file]) == "MERGE"
+    metrics = paths.last_commit()["operationMetrics"]
+    assert int(metrics["numTargetFilesRemoved"]) == 0  # no file rewritten: the replaced rows are marked
+    assert int(metrics["numTargetDeletionVectorsAdded"]) == len(files)
+    assert int(metrics["numTargetRowsUpdated"]) == len(one_per_file)
+    assert set(paths.keys_by_file()) >= set(files)
+    assert len(paths.rows(paths.target)) == len(KEYS)
+
+
+def test_a_table_created_without_deletion_vectors_keeps_its_protocol(spark, tmp_path):
+    from delta.tables import DeltaTable
+
+    paths = Paths(spark, tmp_path, overwrite_max_bytes=0)
+    path = paths.target.path(TABLE)
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (id bigint NOT NULL, `_versions` map<string,bigint>, `_seq` string, "
+        "`_deleted` boolean, `_source_ts` bigint) USING DELTA TBLPROPERTIES ('cdcbridge.primaryKey' = '[\"id\"]')"
+    )
+    paths.apply([_put(10, key, n) for n, key in enumerate(KEYS)])
+    paths.apply([_bump(20, key) for key in KEYS[::7]])
+    detail = DeltaTable.forPath(spark, path).detail().first()
+    assert "delta.enableDeletionVectors" not in detail["properties"]
+    assert detail["minReaderVersion"] == 1

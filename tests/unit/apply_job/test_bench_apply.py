@@ -81,3 +81,36 @@ def test_the_floor_figures_give_the_apply_rate_as_a_share_of_the_floors_steady_r
     assert _floor_figures(floor, 1000, 12_500) == {"floor_rec_per_s": 25_000, "share_of_floor": 0.5}
     assert _floor_figures(floor[:1], 1000, 12_500) == {"floor_rec_per_s": None, "share_of_floor": None}
     assert _floor_figures(floor, 1000, None)["share_of_floor"] is None
+
+
+def test_table_sizes_are_named_in_thousands_or_millions_and_compared_largest_to_smallest() -> None:
+    from cdcbridge.harness.bench.apply import rows_label, table_size_ratio
+
+    assert [rows_label(n) for n in (250_000, 2_000_000, 10_000_000, 1500)] == ["250k", "2m", "10m", "1500"]
+    figures = {"delta_250k_rows": {"rec_per_s": 10_000}, "delta_10m_rows": {"rec_per_s": 7_500}}
+    assert table_size_ratio(figures, (10_000_000, 250_000)) == 0.75
+    assert table_size_ratio({"delta_250k_rows": {"rec_per_s": 10_000}}, (250_000, 10_000_000)) is None
+
+
+def test_preloaded_keys_are_updated_and_deleted_from_their_first_record() -> None:
+    from cdcbridge.changes import RecordAction
+
+    fresh = generate_records("t", keys=1_000_000, records=2000, seed=3)
+    preloaded = generate_records("t", keys=1_000_000, records=2000, seed=3, preloaded=1_000_000)
+    assert [r.action for r in fresh].count(RecordAction.PUT) > 1990  # nearly every key is new: its first record puts it
+    actions = [r.action for r in preloaded]
+    assert actions.count(RecordAction.UPDATE) > 1000 and actions.count(RecordAction.DELETE) > 50
+
+
+def test_without_preloaded_keys_the_workload_is_unchanged() -> None:
+    records = generate_records("t", keys=50, records=500, seed=9)
+    assert repr(records) == repr(generate_records("t", keys=50, records=500, seed=9, preloaded=0))
+    live: set = set()
+    for record in records:  # a key's first record, and its first after a delete, puts the row
+        key = tuple(record.primary_key)
+        if key not in live:
+            assert record.action.name == "PUT"
+        if record.action.name == "DELETE":
+            live.discard(key)
+        else:
+            live.add(key)
