@@ -30,20 +30,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackEndpoints]:
     try:
         yield local.up(StackPorts(0, 0, 0, 0), services=("kafka", "registry"))
     finally:
-        close_leftover_kafka_clients()
+        # Kafka clients a test left in a reference cycle (a `pytest.raises(...) as error` keeps the test's frame, and
+        # so its admin client, alive) go now, while their broker still answers: alive after it stops, their
+        # librdkafka threads would print "Connect ... failed" lines after pytest's summary.
+        gc.collect()
         local.down()
-
-
-def close_leftover_kafka_clients() -> None:
-    """Kafka clients still alive when the broker stops would print librdkafka's "Connect ... failed" lines until the
-    process exits, after pytest's summary: those a test left in a reference cycle (a `pytest.raises(...) as error`
-    keeps the test's frame) go with a collection, producers something still holds (Spark's callback registry keeps
-    a foreachBatch handler) are closed."""
-    from confluent_kafka import Producer
-
-    gc.collect()
-    for client in [o for o in gc.get_objects() if isinstance(o, Producer)]:
-        client.close()
 
 
 @pytest.fixture(scope="module")
