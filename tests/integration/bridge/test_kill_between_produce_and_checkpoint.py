@@ -141,8 +141,14 @@ def test_kill_9_between_produce_and_checkpoint_repeats_exactly_the_unconfirmed_t
         first.start()
         wait_until(lambda: checkpoint() is not None and produced() >= 150, 120, "messages and a checkpoint",
                    first.log)  # fmt: skip
+        # Checkpoint writes now take 3 s, one at a time: messages Kafka acknowledges while one is under way are
+        # produced but not yet checkpointed when the kill lands (the tail this test is about).
+        admin.set_faults([{"api": "UpdateRow", "latency_ms": 3000}])
+        sent = produced()
+        wait_until(lambda: produced() >= sent + 20, 60, "messages produced while a checkpoint is slow", first.log)
         first.kill()
-        time.sleep(1.5)  # a checkpoint write sent just before the kill lands within the injected latency
+        time.sleep(3.5)  # a checkpoint write sent just before the kill lands within the injected latency
+        admin.set_faults([{"api": "UpdateRow", "latency_ms": 400}])
         at_kill = checkpoint()
         boundary = {topic: end_offsets(stack.kafka_bootstrap, topic) for topic in topics}
         assert at_kill is not None
