@@ -63,6 +63,27 @@ class EmulatorAdmin:
         """Drop the stream records of `table` committed before `before_ms` (epoch ms); how many were dropped."""
         return int(self.request("POST", "trim", {"table": table, "before_ms": before_ms})["dropped"])
 
+    def create_sharded_table(
+        self, streams: Any, table: str, primary_key: list[tuple[str, str]], shards: int
+    ) -> tuple[str, list[str]]:
+        """A table with a stream (24 h retention: only the harness trims) whose root shard is split, breadth first
+        and before any write (so the closed parents are empty), until `shards` are open.
+
+        `streams` is a `cdcbridge.tablestore.StreamClient`; returns the stream id and the open shard ids.
+        """
+        from tablestore import CapacityUnit, ReservedThroughput, TableMeta, TableOptions
+
+        streams.create_table_with_stream(
+            TableMeta(table, primary_key), TableOptions(time_to_live=-1, max_version=1),
+            ReservedThroughput(CapacityUnit(0, 0)), 24,
+        )  # fmt: skip
+        stream_id = streams.describe_table_stream(table).stream_id
+        open_shards = [shard.shard_id for shard in streams.list_all_shards(stream_id)]
+        while len(open_shards) < shards:
+            parent = open_shards.pop(0)
+            open_shards += self.split(table, parent)
+        return stream_id, open_shards
+
     def set_faults(
         self, rules: list[dict[str, Any]], *, append: bool = False, seed: int | None = None
     ) -> list[dict[str, Any]]:

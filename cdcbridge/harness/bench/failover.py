@@ -203,25 +203,10 @@ def ots_client(endpoint: str) -> Any:
 
 
 def create_sharded_table(ots: Any, admin: EmulatorAdmin, table: str, shards: int) -> tuple[str, list[str]]:
-    """A table with a stream whose root shard is split (breadth first) until `shards` shards are open.
-
-    Returns the stream id and the open shard ids. Split before any write, so the closed parents are empty.
-    """
-    from tablestore import CapacityUnit, ReservedThroughput, TableMeta, TableOptions
-
+    """The benchmark's table (one STRING key `id`) split until `shards` shards are open."""
     from cdcbridge.tablestore import StreamClient
 
-    streams = StreamClient(ots)
-    streams.create_table_with_stream(
-        TableMeta(table, [("id", "STRING")]), TableOptions(time_to_live=-1, max_version=1),
-        ReservedThroughput(CapacityUnit(0, 0)), 24,
-    )  # fmt: skip
-    stream_id = streams.describe_table_stream(table).stream_id
-    open_shards = [s.shard_id for s in streams.list_all_shards(stream_id)]
-    while len(open_shards) < shards:
-        parent = open_shards.pop(0)
-        open_shards += admin.split(table, parent)
-    return stream_id, open_shards
+    return admin.create_sharded_table(StreamClient(ots), table, [("id", "STRING")], shards)
 
 
 def delivered_all(journal: JournalContents, written: list[Written]) -> bool:

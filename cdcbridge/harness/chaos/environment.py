@@ -80,19 +80,8 @@ def write_chaos_config(work_dir: Path, endpoints: StackEndpoints, registry_url: 
 
 
 def create_source_table(streams: Any, admin: EmulatorAdmin, shards: int) -> str:
-    """The chaos table with a stream (24 h retention: only the harness trims), its root shard split (breadth
-    first, before any write) until `shards` are open; returns the stream id."""
-    from tablestore import CapacityUnit, ReservedThroughput, TableMeta, TableOptions
-
-    streams.create_table_with_stream(
-        TableMeta(TABLE, list(PRIMARY_KEY)), TableOptions(time_to_live=-1, max_version=1),
-        ReservedThroughput(CapacityUnit(0, 0)), 24,
-    )  # fmt: skip
-    stream_id = streams.describe_table_stream(TABLE).stream_id
-    open_shards = [shard.shard_id for shard in streams.list_all_shards(stream_id)]
-    while len(open_shards) < shards:
-        parent = open_shards.pop(0)
-        open_shards += admin.split(TABLE, parent)
+    """The chaos table, split until `shards` shards are open; returns the stream id."""
+    stream_id, _ = admin.create_sharded_table(streams, TABLE, list(PRIMARY_KEY), shards)
     return stream_id
 
 
