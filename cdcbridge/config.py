@@ -52,6 +52,13 @@ class SourceConfig(_Section):
     sts_token: SecretStr | None = Field(None, description="STS security token for temporary credentials")
     region: str | None = Field(None, description="set to sign requests with V4 (e.g. cn-hangzhou)")
     check_crc: bool = Field(True, description="verify PlainBuffer CRCs of stream records")
+    #: Off by default: a misspelt or forgotten table should stop a worker at once with the fix, not leave it idle.
+    #: On where a set-up job creates the tables beside the workers (docker compose).
+    wait_for_tables: bool = Field(
+        False,
+        description="a worker whose table (or its stream) does not exist yet waits for it, logging once a minute "
+        "what to create and how, instead of exiting",
+    )
     tables: tuple[TableConfig, ...] = Field(min_length=1)
 
     @field_validator("tables")
