@@ -6,22 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
 from cdcbridge.harness.processes import EmulatorProcess, free_port
-
-
-@pytest.fixture(scope="module")
-def emulator_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess]:
-    process = EmulatorProcess(tmp_path_factory.mktemp("emulator") / "emulator.log").start()
-    try:
-        yield process
-    finally:
-        process.stop()
 
 
 def _config(path: Path, endpoint: str) -> Path:
