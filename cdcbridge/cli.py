@@ -575,6 +575,38 @@ def chaos(
         raise click.ClickException("; ".join(report.failures()))
 
 
+@cli.command("traffic")
+@_config_option
+@click.option("--table", "table_name", default=None, help="Table to write to (default: the first of source.tables).")
+@click.option("--rate", default=20.0, show_default=True, help="Changes per second.")
+@click.option("--rows", default=500, show_default=True, help="Distinct keys the changes touch.")
+@click.option("--operations", type=int, default=None, help="Stop after this many changes (default: run until stopped).")
+@click.option(
+    "--split-every", default=0.0, show_default=True, metavar="SECONDS",
+    help="On the emulator: split a shard of the table's stream this often (0: never), up to --max-shards.",
+)  # fmt: skip
+@click.option("--max-shards", default=8, show_default=True)
+@click.option("--seed", default=1, show_default=True)
+def traffic(config_path: Path, table_name: str | None, rate: float, rows: int, operations: int | None,
+            split_every: float, max_shards: int, seed: int) -> None:  # fmt: skip
+    """Write demo changes to a source table continuously (puts, updates, increments, deletes, batches; shard
+    splits on the emulator), keyed by the table's own primary key. A demonstration tool (docker compose's
+    `traffic` profile)."""
+    from cdcbridge.harness.emulator_admin import EmulatorAdmin
+    from cdcbridge.harness.traffic import TrafficWriter
+    from cdcbridge.publish.tables import source_client
+    from cdcbridge.tablestore.client import StreamClient
+
+    config = _load_config(config_path)
+    table_name = table_name or config.source.tables[0].name
+    writer = TrafficWriter(
+        StreamClient(source_client(config)), table_name, rows=rows, rate=rate, seed=seed,
+        admin=EmulatorAdmin(config.source.endpoint) if split_every > 0 else None, split_every=split_every,
+        max_shards=max_shards,
+    )  # fmt: skip
+    click.echo(writer.run(_stop_on_sigterm(), operations).line())
+
+
 @cli.command("demo")
 @click.option("--rows", default=300, show_default=True, help="Distinct source rows the traffic touches.")
 @click.option("--operations", default=3000, show_default=True, help="Source operations to write.")
