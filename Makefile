@@ -13,13 +13,16 @@ STAMP := $(VENV)/.installed-stamp
 setup: system-deps venv jvm
 
 # Java 17+ (Kafka, Spark), Maven (fetches the JVM artifacts), PostgreSQL (the postgres apply target and its
-# tests), a C compiler (the optional PlainBuffer accelerator); installed only when missing.
+# tests), a C compiler (the optional PlainBuffer accelerator), Go (builds tests/compose_check, which validates
+# docker-compose.yml with compose-go; it needs Go 1.24, which an older Go 1.21+ fetches by itself); installed only
+# when missing.
 system-deps:
 	@missing=""; \
 	command -v java >/dev/null || missing="$$missing openjdk-17-jdk-headless"; \
 	command -v mvn >/dev/null || missing="$$missing maven"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v cc >/dev/null || missing="$$missing gcc"; \
+	command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || missing="$$missing golang-go"; \
 	[ -n "$(PYTHON)" ] || missing="$$missing python3 python3-venv"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \

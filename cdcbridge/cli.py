@@ -17,6 +17,7 @@ from cdcbridge.harness.stack.paths import default_state_dir
 
 if TYPE_CHECKING:
     from cdcbridge.config import BridgeConfig
+    from cdcbridge.tablestore.table_admin import TableAdmin
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -229,6 +230,85 @@ def _secrets_of(config: object) -> list[str]:
 
     walk(config)
     return [s for s in found if s]
+
+
+# ---------------------------------------------------------------------------------------------------------- table
+@cli.group()
+def table() -> None:
+    """Set up source tables (real Tablestore or the emulator), with the connection settings of `cdcbridge run`."""
+
+
+def _table_admin(config_path: Path) -> TableAdmin:
+    """The table set-up calls on the configured source instance (`source.endpoint`, credentials, region)."""
+    from cdcbridge.publish.tables import source_client
+    from cdcbridge.tablestore.client import StreamClient
+    from cdcbridge.tablestore.table_admin import TableAdmin
+
+    config = _load_config(config_path)
+    return TableAdmin(StreamClient(source_client(config), check_crc=config.source.check_crc))
+
+
+_expiration_option = click.option(
+    "--expiration-hours", type=int, default=24, show_default=True, help="How long the stream keeps records (1-168)."
+)
+
+
+@table.command("create")
+@click.argument("name")
+@_config_option
+@click.option(
+    "--pk",
+    "primary_key",
+    required=True,
+    metavar="NAME:TYPE,...",
+    help="Primary-key columns in order; types: string, integer, binary (e.g. id:string,seq:integer).",
+)
+@click.option("--stream", is_flag=True, help="Create the table with its stream on (what the bridge reads).")
+@_expiration_option
+@click.option(
+    "--if-not-exists",
+    is_flag=True,
+    help="Succeed when the table exists with this primary key (turning its stream on if --stream).",
+)
+def table_create(name: str, config_path: Path, primary_key: str, stream: bool, expiration_hours: int,
+                 if_not_exists: bool) -> None:  # fmt: skip
+    """Create table NAME with the given primary key (max versions 1, no TTL)."""
+    from cdcbridge.tablestore.table_admin import parse_primary_key
+
+    columns = parse_primary_key(primary_key)
+    admin = _table_admin(config_path)
+    created = admin.create(
+        name, columns, stream_hours=expiration_hours if stream else None, if_not_exists=if_not_exists
+    )
+    click.echo(f"{'created' if created else 'exists:'} table {name}")
+    for line in admin.describe(name).lines()[1:]:
+        click.echo(line)
+
+
+@table.command("enable-stream")
+@click.argument("name")
+@_config_option
+@_expiration_option
+def table_enable_stream(name: str, config_path: Path, expiration_hours: int) -> None:
+    """Turn on the stream of table NAME, so the bridge can replicate it."""
+    description = _table_admin(config_path).enable_stream(name, expiration_hours)
+    click.echo(f"stream enabled on table {name}")
+    for line in description.lines()[1:]:
+        click.echo(line)
+
+
+@table.command("describe")
+@click.argument("name")
+@_config_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def table_describe(name: str, config_path: Path, as_json: bool) -> None:
+    """Primary key, stream (id, retention) and shards of table NAME."""
+    description = _table_admin(config_path).describe(name)
+    if as_json:
+        click.echo(json.dumps(description.as_dict(), indent=2))
+        return
+    for line in description.lines():
+        click.echo(line)
 
 
 @cli.command("status")
@@ -493,6 +573,38 @@ def chaos(
         click.echo(line)
     if not report.passed:
         raise click.ClickException("; ".join(report.failures()))
+
+
+@cli.command("traffic")
+@_config_option
+@click.option("--table", "table_name", default=None, help="Table to write to (default: the first of source.tables).")
+@click.option("--rate", default=20.0, show_default=True, help="Changes per second.")
+@click.option("--rows", default=500, show_default=True, help="Distinct keys the changes touch.")
+@click.option("--operations", type=int, default=None, help="Stop after this many changes (default: run until stopped).")
+@click.option(
+    "--split-every", default=0.0, show_default=True, metavar="SECONDS",
+    help="On the emulator: split a shard of the table's stream this often (0: never), up to --max-shards.",
+)  # fmt: skip
+@click.option("--max-shards", default=8, show_default=True)
+@click.option("--seed", default=1, show_default=True)
+def traffic(config_path: Path, table_name: str | None, rate: float, rows: int, operations: int | None,
+            split_every: float, max_shards: int, seed: int) -> None:  # fmt: skip
+    """Write demo changes to a source table continuously (puts, updates, increments, deletes, batches; shard
+    splits on the emulator), keyed by the table's own primary key. A demonstration tool (docker compose's
+    `traffic` profile)."""
+    from cdcbridge.harness.emulator_admin import EmulatorAdmin
+    from cdcbridge.harness.traffic import TrafficWriter
+    from cdcbridge.publish.tables import source_client
+    from cdcbridge.tablestore.client import StreamClient
+
+    config = _load_config(config_path)
+    table_name = table_name or config.source.tables[0].name
+    writer = TrafficWriter(
+        StreamClient(source_client(config)), table_name, rows=rows, rate=rate, seed=seed,
+        admin=EmulatorAdmin(config.source.endpoint) if split_every > 0 else None, split_every=split_every,
+        max_shards=max_shards,
+    )  # fmt: skip
+    click.echo(writer.run(_stop_on_sigterm(), operations).line())
 
 
 @cli.command("demo")

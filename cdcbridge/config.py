@@ -52,6 +52,13 @@ class SourceConfig(_Section):
     sts_token: SecretStr | None = Field(None, description="STS security token for temporary credentials")
     region: str | None = Field(None, description="set to sign requests with V4 (e.g. cn-hangzhou)")
     check_crc: bool = Field(True, description="verify PlainBuffer CRCs of stream records")
+    #: Off by default: a misspelt or forgotten table should stop a worker at once with the fix, not leave it idle.
+    #: On where a set-up job creates the tables beside the workers (docker compose).
+    wait_for_tables: bool = Field(
+        False,
+        description="a worker whose table (or its stream) does not exist yet waits for it, logging once a minute "
+        "what to create and how, instead of exiting",
+    )
     tables: tuple[TableConfig, ...] = Field(min_length=1)
 
     @field_validator("tables")
@@ -255,6 +262,12 @@ class ApplyConfig(_Section):
     )
     max_offsets_per_trigger: int = Field(100_000, gt=0, description="messages per micro-batch at most")
     starting_offsets: str = Field("earliest", pattern=r"^(earliest|latest)$", description="where a new job starts")
+    #: Off by default, like source.wait_for_tables: a job whose topics never appear should say so at once.
+    wait_for_topics: bool = Field(
+        False,
+        description="wait until the configured tables' topics exist (a bridge worker creates them), logging once a "
+        "minute what is missing, before starting the Spark query",
+    )
     fail_on_data_loss: bool = Field(True, description="stop when Kafka lost messages the job had not read")
     on_bad_record: BadRecordPolicy = Field(BadRecordPolicy.STOP, description="stop, or dead_letter")
     dead_letter_table: str = Field(

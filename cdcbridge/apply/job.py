@@ -39,8 +39,10 @@ from cdcbridge.apply.spark.batch import ReferencePathNeeded, SchemaIdsNeeded, Sp
 from cdcbridge.apply.spark.decode import UnknownSchemaId, decoded_records
 from cdcbridge.apply.target import ApplyTarget, SparkFoldTarget
 from cdcbridge.apply.targets.factory import build_target
+from cdcbridge.apply.topic_wait import wait_for_topics
 from cdcbridge.apply.writer_schemas import WriterSchemas
 from cdcbridge.config import BridgeConfig
+from cdcbridge.kafka.topics import TopicAdmin
 from cdcbridge.observability.metrics import ApplyMetrics, start_metrics_server
 
 if TYPE_CHECKING:
@@ -218,9 +220,12 @@ def run_apply(
 ) -> ApplySummary:
     """Run the apply job: with `once`, until the topics' current end (availableNow), else until `stop_event` is
     set or SIGTERM/SIGINT arrives. Raises the first bad-input error (naming topic/partition/offset) under the
-    stop policy, or :class:`ApplyJobError` if the query fails otherwise. `spark` and `target` are for tests and
+    stop policy, or :class:`ApplyJobError` if the query fails otherwise. With ``apply.wait_for_topics`` it first
+    waits for its topics to exist (an empty summary if stopped meanwhile). `spark` and `target` are for tests and
     embedding; by default the job builds its session from ``apply.spark`` (or joins the Spark that launched the
     process) and the configured target."""
+    if config.apply.wait_for_topics and not _topics_ready(config, stop_event):
+        return ApplySummary(target=config.apply.target.value)
     own_session = spark is None
     if spark is None:
         from cdcbridge.apply.spark.session import build_spark_session
@@ -253,6 +258,18 @@ def run_apply(
         if own_session:
             spark.stop()
     return summary
+
+
+def _topics_ready(config: BridgeConfig, stop_event: threading.Event | None) -> bool:
+    """Wait for the job's topics (apply.wait_for_topics); False when stopped first (SIGTERM when no event is given)."""
+    admin = TopicAdmin(config.kafka.client_config(), timeout=10.0, quiet=True)
+    stop = stop_event or threading.Event()
+    restore = _install_signal_handlers(stop) if stop_event is None else None
+    try:
+        return wait_for_topics(TopicRouting.from_config(config), admin.partition_counts, stop)
+    finally:
+        if restore is not None:
+            restore()
 
 
 def _metrics(config: BridgeConfig) -> tuple[ApplyMetrics | None, Any]:

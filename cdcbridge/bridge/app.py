@@ -1,10 +1,11 @@
 """`cdcbridge run`: one bridge worker process, wiring the pieces together.
 
 Start-up, in order: the Tablestore client and status table; every configured table's stream (a clear error if a
-table is missing or has no stream); the Kafka topics (created with the configured partitions, checked against the
-recorded counts); the value schemas in the registry; then one coordination Worker per table, all sharing one Kafka
-producer. Broker or registry outages at start are retried with backoff and logged; nothing is checkpointed before
-everything is up. SIGTERM drains, checkpoints and releases the leases so peers take over at once.
+table is missing or has no stream, or with `source.wait_for_tables` a logged wait for it); the Kafka topics (created
+with the configured partitions, checked against the recorded counts); the value schemas in the registry; then one
+coordination Worker per table, all sharing one Kafka producer. Broker or registry outages at start are retried with
+backoff and logged; nothing is checkpointed before everything is up. SIGTERM drains, checkpoints and releases the
+leases so peers take over at once.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The tables a process publishes, set up for `run` and `snapshot` alike: each table's stream, its topics (created
+"""The tables a process publishes, set up for `run` and `snapshot` alike: each table's stream (waited for with
+`source.wait_for_tables`), its topics (created
 with the configured partitions, checked against the counts recorded in the status table), the value schemas in the
 registry, and the C encoders bound to the registered schema ids. Broker or registry outages are retried with
 backoff and logged.
@@ -23,18 +24,15 @@ from cdcbridge.formats.schemas import schema_text
 from cdcbridge.kafka.errors import BrokerUnreachableError, RegistryUnreachableError
 from cdcbridge.kafka.schemas import TopicValueSerializers
 from cdcbridge.kafka.topics import TopicAdmin, TopicSpec
+from cdcbridge.publish.errors import BridgeStartError
 from cdcbridge.publish.record_encoder import FastEncoder
+from cdcbridge.publish.source_streams import table_stream_id
 from cdcbridge.publish.topic_record import TopicPartitionRecord
 from cdcbridge.tablestore.client import StreamClient
 from cdcbridge.tablestore.connection import build_ots_client
-from cdcbridge.tablestore.errors import TableNotFoundError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-class BridgeStartError(Exception):
-    """The bridge cannot start; the message names the table/topic/setting and the fix."""
 
 
 def retry_until_up(what: str, call: Callable[[], T], stop: threading.Event, *, max_delay: float = 30.0) -> T:
@@ -59,22 +57,6 @@ class TableRuntime:
     partitions: dict[str, int] = field(default_factory=dict)
 
 
-def _table_stream_id(streams: StreamClient, table: TableConfig, instance: str) -> str:
-    try:
-        details = streams.describe_table_stream(table.name)
-    except TableNotFoundError as error:
-        raise BridgeStartError(
-            f"table {table.name} does not exist in Tablestore instance {instance}; create it or remove it from "
-            "source.tables"
-        ) from error
-    if not details.enabled or not details.stream_id:
-        raise BridgeStartError(
-            f"table {table.name} has no stream enabled; enable it (UpdateTable with a stream specification, or "
-            "StreamClient.enable_stream) and start the bridge again"
-        )
-    return details.stream_id
-
-
 def source_client(config: BridgeConfig) -> OTSClient:
     """The SDK client of the source instance, with the stream APIs installed."""
     source = config.source
@@ -94,7 +76,7 @@ def prepare_tables(
     prefix = config.kafka.topic_prefix
     tables = []
     for table in source.tables:
-        stream_id = _table_stream_id(streams, table, source.instance)
+        stream_id = table_stream_id(streams, table, source.instance, wait=source.wait_for_tables, stop=stop)
         tables.append(TableRuntime(table, stream_id, table.topics(prefix=prefix, table=table.name)))
 
     admin = TopicAdmin(config.kafka.client_config())

@@ -13,14 +13,40 @@ def _compose() -> dict:
 
 def test_services_and_their_dependencies() -> None:
     services = _compose()["services"]
-    assert set(services) == {"kafka", "registry", "emulator", "bridge-1", "bridge-2", "apply", "prometheus", "grafana"}
+    assert set(services) == {"kafka", "registry", "emulator", "create-tables", "bridge-1", "bridge-2", "apply",
+                             "traffic", "prometheus", "grafana"}  # fmt: skip
     assert services["prometheus"]["profiles"] == services["grafana"]["profiles"] == ["monitoring"]
+    assert services["traffic"]["profiles"] == ["traffic"]
     for worker in ("bridge-1", "bridge-2"):
         deps = services[worker]["depends_on"]
-        assert deps == {name: {"condition": "service_healthy"} for name in ("kafka", "registry", "emulator")}
+        assert deps == {
+            **{name: {"condition": "service_healthy"} for name in ("kafka", "registry", "emulator")},
+            "create-tables": {"condition": "service_completed_successfully"},
+        }
         assert services[worker]["command"][:3] == ["run", "--config", "/config/cdcbridge.yaml"]
         assert services[worker]["command"][-1] == worker
     assert set(services["apply"]["depends_on"]) == {"kafka", "registry", "bridge-1"}
+    assert services["traffic"]["depends_on"] == {"create-tables": {"condition": "service_completed_successfully"}}
+
+
+def test_the_table_set_up_runs_once_per_up_and_tolerates_an_existing_table() -> None:
+    """A one-shot: never restarted (its exit 0 releases the workers), and idempotent, since it runs on every `up`."""
+    service = _compose()["services"]["create-tables"]
+    assert service["restart"] == "no"
+    command = service["command"]
+    assert command[:3] == ["table", "create", "accounts"]
+    assert {"--stream", "--if-not-exists"} <= set(command)
+    assert command[command.index("--pk") + 1] == "region:string,id:integer"
+
+
+def test_under_compose_workers_wait_for_tables_and_the_job_for_topics() -> None:
+    from cdcbridge.config import load_config
+
+    environ = {"TABLESTORE_ENDPOINT": "http://emulator:8900", "TABLESTORE_INSTANCE": "cdcbridge",
+               "TABLESTORE_ACCESS_KEY_ID": "id", "TABLESTORE_ACCESS_KEY_SECRET": "secret",
+               "KAFKA_BOOTSTRAP_SERVERS": "kafka:19092", "SCHEMA_REGISTRY_URL": "http://registry:8080"}  # fmt: skip
+    config = load_config(ROOT / "deploy" / "compose" / "cdcbridge.yaml", environ=environ)
+    assert config.source.wait_for_tables and config.apply.wait_for_topics
 
 
 def test_every_long_running_infrastructure_service_has_a_healthcheck() -> None:
@@ -40,7 +66,7 @@ def test_ports_are_published_on_loopback_only() -> None:
 
 def test_our_services_share_one_image_and_are_wired_by_environment() -> None:
     services = _compose()["services"]
-    ours = ["emulator", "bridge-1", "bridge-2", "apply"]
+    ours = ["emulator", "create-tables", "bridge-1", "bridge-2", "apply", "traffic"]
     for name in ours:
         spec = services[name]
         assert spec["build"]["dockerfile"] == "deploy/docker/cdcbridge.Dockerfile"
