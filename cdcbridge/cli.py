@@ -93,10 +93,11 @@ def stack_status(state_dir: Path, as_json: bool) -> None:
 
 @stack.command("fetch")
 def stack_fetch() -> None:
-    """Fetch the JVM artifacts (Kafka, Apicurio, Spark connectors) from Maven Central into the cache."""
-    from cdcbridge.harness.stack.artifacts import ensure_all
+    """Fetch the JVM artifacts (Kafka, Apicurio, Spark connectors; in a checkout also the Java conformance suite)
+    from Maven Central into the cache."""
+    from cdcbridge.harness.stack.artifacts import COMPONENTS, available_test_components, ensure_all
 
-    for component, path in ensure_all().items():
+    for component, path in ensure_all((*COMPONENTS, *available_test_components())).items():
         click.echo(f"{component:<10} {path}")
 
 
