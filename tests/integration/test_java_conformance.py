@@ -86,3 +86,13 @@ def test_sdk4_the_stream_clients_sdk_version(suite_jars: Path, emulator: Emulato
     output = run_java_suite(suite_jars / "sdk4", "io.cdcbridge.conformance.sdk4.Sdk4Conformance", emulator.url,
                             tmp_path / "sdk4.log", "java4_")  # fmt: skip
     assert "sdk4/stream-records-match-every-write" in passed_checks(output)
+
+
+def test_stream_client_two_workers_split_merge_failover(suite_jars: Path, emulator: EmulatorProcess,
+                                                        tmp_path: Path) -> None:  # fmt: skip
+    """Alibaba's stream client on its declared SDK 4.3.1: every record, per-key order, children after parents."""
+    output = run_java_suite(suite_jars / "sdk4", "io.cdcbridge.conformance.sdk4.StreamClientConformance",
+                            emulator.url, tmp_path / "streamclient.log", "javasc_")  # fmt: skip
+    assert {"streamclient/failover-after-a-worker-stops", "streamclient/children-after-parents"} <= passed_checks(
+        output
+    )
