@@ -11,7 +11,7 @@ import java.util.List;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
-/** The emulator's admin endpoints (`POST /_emulator/split|merge`, JSON), to reshape a stream while clients read it. */
+/** The emulator's admin endpoints (JSON): split and merge shards while clients read, inject service errors. */
 public final class EmulatorAdmin {
     private static final Pattern QUOTED = Pattern.compile("\"([^\"]*)\"");
 
@@ -45,15 +45,30 @@ public final class EmulatorAdmin {
         return matcher.group(1);
     }
 
+    /** Answer the next `count` calls of `api` with the service error `errorCode` (replacing other fault rules). */
+    public void failNext(String api, String errorCode, int count) throws IOException, InterruptedException {
+        post("faults", "{\"rules\": [{\"api\": \"" + api + "\", \"error_code\": \"" + errorCode
+                + "\", \"count\": " + count + "}]}");
+    }
+
+    public void clearFaults() throws IOException, InterruptedException {
+        send("DELETE", "faults", HttpRequest.BodyPublishers.noBody());
+    }
+
     private String post(String route, String json) throws IOException, InterruptedException {
+        return send("POST", route, HttpRequest.BodyPublishers.ofString(json));
+    }
+
+    private String send(String method, String route, HttpRequest.BodyPublisher body)
+            throws IOException, InterruptedException {
         HttpRequest request = HttpRequest.newBuilder(URI.create(baseUrl + route))
                 .timeout(Duration.ofSeconds(30))
                 .header("Content-Type", "application/json")
-                .POST(HttpRequest.BodyPublishers.ofString(json))
+                .method(method, body)
                 .build();
         HttpResponse<String> response = http.send(request, HttpResponse.BodyHandlers.ofString());
         if (response.statusCode() != 200) {
-            throw new IOException("POST /_emulator/" + route + " answered " + response.statusCode() + ": "
+            throw new IOException(method + " /_emulator/" + route + " answered " + response.statusCode() + ": "
                     + response.body());
         }
         return response.body();

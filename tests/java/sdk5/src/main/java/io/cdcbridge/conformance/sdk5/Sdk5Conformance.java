@@ -19,6 +19,7 @@ public final class Sdk5Conformance {
             common.runTablesAndRows(suite);
             new Sdk5OnlyChecks(client, settings, common.rowTable(), common.writes()).run(suite);
             new SignatureChecks(settings).run(suite);
+            new ThrottlingChecks(settings).run(suite);
             common.runStream(suite);
         } finally {
             exit = suite.finish();
