@@ -1,5 +1,6 @@
 package io.cdcbridge.conformance.sdk4;
 
+import com.alicloud.openservices.tablestore.ClientException;
 import com.alicloud.openservices.tablestore.SyncClient;
 import com.alicloud.openservices.tablestore.model.ColumnValue;
 import com.alicloud.openservices.tablestore.model.PutRowRequest;
@@ -140,8 +141,14 @@ public final class StreamClientConformance {
         stream.setDataTableName(table);
         stream.setStatusTableName(settings.table("streamclient_status"));
         stream.setMaxRecords(50);
-        Worker worker = new Worker(workerId, config, stream,
-                new RecordingProcessor.Factory(workerId, deliveries, arrivals), Executors.newCachedThreadPool());
+        Worker worker;
+        try {
+            worker = new Worker(workerId, config, stream,
+                    new RecordingProcessor.Factory(workerId, deliveries, arrivals), Executors.newCachedThreadPool());
+        } catch (ClientException error) {
+            throw new AssertionError("creating " + workerId + " (it reads the data table's stream details with "
+                    + "DescribeTable): " + error.getMessage(), error);
+        }
         workers.put(workerId, worker);
         workerThreads.submit(worker);
     }
