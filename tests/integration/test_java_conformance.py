@@ -35,7 +35,7 @@ def suite_jars() -> Path:
 
 
 @pytest.fixture(scope="module")
-def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess]:
+def conformance_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess]:
     log = tmp_path_factory.mktemp("conformance") / "emulator.log"
     args = ["--access-key-id", ACCESS_KEY_ID, "--access-key-secret", ACCESS_KEY_SECRET]
     process = EmulatorProcess(log, extra_args=args).start()
@@ -75,24 +75,33 @@ def passed_checks(output: str) -> set[str]:
     return set(re.findall(r"^PASS (\S+)$", output, re.MULTILINE))
 
 
-def test_sdk5_table_row_limit_signature_and_stream_apis(suite_jars: Path, emulator: EmulatorProcess,
-                                                        tmp_path: Path) -> None:  # fmt: skip
-    output = run_java_suite(suite_jars / "sdk5", "io.cdcbridge.conformance.sdk5.Sdk5Conformance", emulator.url,
-                            tmp_path / "sdk5.log", "java5_")  # fmt: skip
+def test_sdk5_table_row_limit_signature_and_stream_apis(
+    suite_jars: Path, conformance_emulator: EmulatorProcess, tmp_path: Path
+) -> None:
+    output = run_java_suite(
+        suite_jars / "sdk5", "io.cdcbridge.conformance.sdk5.Sdk5Conformance", conformance_emulator.url,
+        tmp_path / "sdk5.log", "java5_",
+    )  # fmt: skip
     assert {"sdk5/stream-records-match-every-write", "sdk5/signature-v4-region"} <= passed_checks(output)
 
 
-def test_sdk4_the_stream_clients_sdk_version(suite_jars: Path, emulator: EmulatorProcess, tmp_path: Path) -> None:
-    output = run_java_suite(suite_jars / "sdk4", "io.cdcbridge.conformance.sdk4.Sdk4Conformance", emulator.url,
-                            tmp_path / "sdk4.log", "java4_")  # fmt: skip
+def test_sdk4_the_stream_clients_sdk_version(
+    suite_jars: Path, conformance_emulator: EmulatorProcess, tmp_path: Path
+) -> None:
+    output = run_java_suite(
+        suite_jars / "sdk4", "io.cdcbridge.conformance.sdk4.Sdk4Conformance", conformance_emulator.url,
+        tmp_path / "sdk4.log", "java4_",
+    )  # fmt: skip
     assert "sdk4/stream-records-match-every-write" in passed_checks(output)
 
 
-def test_stream_client_two_workers_split_merge_failover(suite_jars: Path, emulator: EmulatorProcess,
-                                                        tmp_path: Path) -> None:  # fmt: skip
+def test_stream_client_two_workers_split_merge_failover(
+    suite_jars: Path, conformance_emulator: EmulatorProcess, tmp_path: Path
+) -> None:
     """Alibaba's stream client on its declared SDK 4.3.1: every record, per-key order, children after parents."""
-    output = run_java_suite(suite_jars / "sdk4", "io.cdcbridge.conformance.sdk4.StreamClientConformance",
-                            emulator.url, tmp_path / "streamclient.log", "javasc_")  # fmt: skip
-    assert {"streamclient/failover-after-a-worker-stops", "streamclient/children-after-parents"} <= passed_checks(
-        output
-    )
+    output = run_java_suite(
+        suite_jars / "sdk4", "io.cdcbridge.conformance.sdk4.StreamClientConformance", conformance_emulator.url,
+        tmp_path / "streamclient.log", "javasc_",
+    )  # fmt: skip
+    checks = {"streamclient/failover-after-a-worker-stops", "streamclient/children-after-parents"}
+    assert checks <= passed_checks(output)

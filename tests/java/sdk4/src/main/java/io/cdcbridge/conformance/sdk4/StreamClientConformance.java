@@ -96,7 +96,7 @@ public final class StreamClientConformance {
         }));
         suite.check("failover-after-a-worker-stops", () -> phase("failover-after-a-worker-stops", () -> {
             String owner = lastReaderOf(merged[0]);
-            workers.get(owner).shutdown();
+            stop(owner);
             writePhase(4);
             awaitEverything("phase 4, after " + owner + " stopped");
             Set<String> phaseFourReaders = new HashSet<>();
@@ -151,6 +151,20 @@ public final class StreamClientConformance {
         }
         workers.put(workerId, worker);
         workerThreads.submit(worker);
+    }
+
+    /** Stop a Worker and wait until it has (so nothing written afterwards can reach it). */
+    private void stop(String workerId) throws InterruptedException {
+        Worker worker = workers.get(workerId);
+        worker.shutdown();
+        long deadline = System.currentTimeMillis() + PHASE_TIMEOUT_MS;
+        while (worker.getWorkerStatus() != WorkerStatus.SHUTDOWN) {
+            if (System.currentTimeMillis() > deadline) {
+                throw new AssertionError(workerId + " did not shut down within " + PHASE_TIMEOUT_MS / 1000 + " s: "
+                        + worker.getWorkerStatus());
+            }
+            Thread.sleep(100);
+        }
     }
 
     /** Each key gets the next VERSIONS_PER_PHASE versions (column v), interleaved across keys. */
