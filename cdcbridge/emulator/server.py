@@ -44,7 +44,7 @@ from cdcbridge.emulator.errors import (
 )
 from cdcbridge.emulator.faults import FaultConfigError, FaultInjector
 from cdcbridge.emulator.journal import JournalError
-from cdcbridge.emulator.model import Limits
+from cdcbridge.emulator.limits import MAX_REQUEST_BODY_BYTES, Limits
 from cdcbridge.emulator.protocol import ProtocolHandler
 from cdcbridge.emulator.signing import (
     RequestVerifier,
@@ -58,8 +58,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8900
 DEFAULT_CREDENTIALS = {"emulator-id": "emulator-secret"}
-#: Requests larger than this are refused with 413 OTSRequestBodyTooLarge.
-MAX_BODY_BYTES = 8 * 1024 * 1024
+#: Requests larger than this are refused with 413 OTSRequestBodyTooLarge (the documented 5 MiB).
+MAX_BODY_BYTES = MAX_REQUEST_BODY_BYTES
 ADMIN_PREFIX = "/_emulator/"
 
 
@@ -120,7 +120,7 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         if length > MAX_BODY_BYTES:
             self.close_connection = True
-            raise EmulatorError(f"The request body exceeds {MAX_BODY_BYTES} bytes.", code="OTSRequestBodyTooLarge")
+            raise EmulatorError("The size of POST data is too large.", code="OTSRequestBodyTooLarge")
         return self.rfile.read(length) if length else b""
 
     def _path(self) -> str:
