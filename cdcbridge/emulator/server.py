@@ -1,6 +1,7 @@
 """HTTP front of the emulator (moto's `urls.py` + server): routing, request checks, signed answers, admin JSON.
 
-`POST /<ApiName>` (the last path segment names the API, as the SDK signs only that) runs a Tablestore API:
+`POST /<ApiName>` runs a Tablestore API; the whole path names it, as the service and the SDKs sign it (the Tunnel
+APIs are `/tunnel/create` ..., answered `OTSUnsupportOperation`):
 the request's md5, date window and V2/V4 signature are checked (403 OTSAuthFailed, unsigned, on failure), the
 answer carries x-ots-contentmd5 / -requestid / -date / -contenttype and an Authorization signed the way the SDK
 verifies it. Admin endpoints on the same port take and return JSON and need no signature:
@@ -151,7 +152,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = self._read_body()
             verified = emulator.verifier.verify(api_name, _lower(self.headers), body)
             if api_name not in emulator.protocol.handlers:
-                raise UnsupportOperation(f"Unsupported operation: {api_name!r}.")
+                raise UnsupportOperation(f"Unsupported operation: '{api_name}'.")
             fault = emulator.faults.pick(api_name)
             if fault is not None:
                 if fault.latency_ms:
@@ -218,7 +219,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path.startswith(ADMIN_PREFIX):
             self._handle_admin("POST")
         else:
-            self._handle_api(path.rstrip("/").rsplit("/", 1)[-1])
+            self._handle_api(_api_name(path))
 
     def _other_verb(self, method: str) -> None:
         if self._path().startswith(ADMIN_PREFIX):
@@ -226,7 +227,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         with contextlib.suppress(EmulatorError):
             self._read_body()
-        api_name = self._path().rstrip("/").rsplit("/", 1)[-1]
+        api_name = _api_name(self._path())
         self._send_ots_error(api_name, MethodNotAllowed("Only POST method for requests is supported."), None)
 
     def do_GET(self) -> None:
@@ -237,6 +238,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_PUT(self) -> None:
         self._other_verb("PUT")
+
+
+def _api_name(path: str) -> str:
+    """The API a path names: all of it after the leading slash (`/tunnel/create` is "tunnel/create")."""
+    return path.strip("/")
 
 
 def _lower(headers: Any) -> dict[str, str]:
