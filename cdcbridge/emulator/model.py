@@ -118,8 +118,12 @@ class TableDescription:
     options: TableOptions
     reserved_read: int
     reserved_write: int
-    created_at_s: int
+    created_at_us: int
     stream: StreamDetails
+
+    @property
+    def created_at_s(self) -> int:
+        return self.created_at_us // 1_000_000
 
 
 class WriteKind(StrEnum):
@@ -342,7 +346,7 @@ class Instance:
             options=table.options,
             reserved_read=table.reserved[0],
             reserved_write=table.reserved[1],
-            created_at_s=table.created_at_us // 1_000_000,
+            created_at_us=table.created_at_us,
             stream=details,
         )
 

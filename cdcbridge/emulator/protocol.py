@@ -318,7 +318,10 @@ class ProtocolHandler:
         for name, kind in description.defined_columns:
             response.table_meta.defined_column.add(name=name, type=_PB_DEFINED_TYPES[kind])
         _fill_table_state(response, description)
-        return response.SerializeToString()
+        extra = stream_pb2.DescribeTableResponseExtra(
+            table_status=stream_pb2.TABLE_ACTIVE, creation_time=description.created_at_us
+        )
+        return response.SerializeToString() + extra.SerializeToString()
 
     def list_table(self, body: bytes) -> bytes:
         parse(pb2.ListTableRequest, body)
@@ -526,5 +529,6 @@ class ProtocolHandler:
                 add(action_type=record.action, record=record.payload, origin_record=record.origin)
         if batch.next_iterator is not None:
             response.next_shard_iterator = batch.next_iterator
+        response.may_more_record = batch.may_more_record
         _consumed(response.consumed, read=max(1, len(batch.records)))
         return response.SerializeToString()
