@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -151,21 +151,39 @@ class CellChange:
 
 @dataclass(slots=True)
 class RowChange:
-    """One row write: PutRow, UpdateRow or DeleteRow (also one item of BatchWriteRow)."""
+    """One row write: PutRow, UpdateRow or DeleteRow (also one item of BatchWriteRow).
+
+    `return_primary_key` is ReturnType RT_PK; `return_columns` (not None) is RT_AFTER_MODIFY: the answer carries the
+    primary key and the new values of these columns, which must be columns the same UpdateRow increments.
+    """
 
     kind: WriteKind
     primary_key: list[tuple[str, Any]]
     cells: list[CellChange] = field(default_factory=list)
     condition: Condition = IGNORE
     return_primary_key: bool = False
+    return_columns: tuple[str, ...] | None = None
+
+    def __setstate__(self, state: tuple[None, dict[str, Any]]) -> None:
+        """Journals written before a field was added replay with that field's default (pickle's slot state)."""
+        slots = state[1]
+        for name, spec in self.__dataclass_fields__.items():
+            if name in slots:
+                object.__setattr__(self, name, slots[name])
+            elif spec.default_factory is not MISSING:
+                object.__setattr__(self, name, spec.default_factory())
+            else:
+                object.__setattr__(self, name, spec.default)
 
 
 @dataclass(frozen=True, slots=True)
 class WriteOutcome:
-    """Result of one row write: the primary key (when asked for) or the error that stopped this row."""
+    """Result of one row write: the primary key and returned cells (name, value, timestamp_ms) when asked for,
+    or the error that stopped this row."""
 
     primary_key: list[tuple[str, Any]] | None = None
     error: EmulatorError | None = None
+    cells: list[tuple[str, Any, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +298,7 @@ class _PlannedRow:
     record_cells: list[PlainCell]
     return_primary_key: bool
     origin_cells: list[PlainCell] | None = None
+    returned_cells: list[tuple[str, Any, int]] | None = None  # RT_AFTER_MODIFY: the asked columns' new values
 
 
 class Instance:
@@ -457,17 +476,20 @@ class Instance:
         origin_cells = None
         if table.stream is not None and table.stream.origin_columns and row is not None:
             origin_cells = _latest_cells(old_columns, table.stream.origin_columns)
+        returned = _check_return_columns(change)
         if kind is WriteKind.DELETE:
             if change.cells:
                 raise ParameterInvalid("DeleteRow takes a primary key only.")
-            return _PlannedRow(table, kind, key, None, [], change.return_primary_key, origin_cells)
+            return _PlannedRow(table, kind, key, None, [], change.return_primary_key, origin_cells, returned)
         if kind is WriteKind.PUT:
             columns, record_cells = self._plan_put(table, change.cells, now_ms)
         else:
             if not table.options.allow_update:
                 raise ParameterInvalid(f"Table {table.name!r} does not allow UpdateRow (allow_update is false).")
             columns, record_cells = self._plan_update(table, old_columns, change.cells, now_ms)
-        return _PlannedRow(table, kind, key, columns, record_cells, change.return_primary_key, origin_cells)
+            if returned is not None:
+                returned = [(name, columns[name][0][1], columns[name][0][0]) for name, _, _ in returned]
+        return _PlannedRow(table, kind, key, columns, record_cells, change.return_primary_key, origin_cells, returned)
 
     def _check_size(self, change: RowChange) -> None:
         """Columns per write, value lengths and the request's data size (documented limits, limits.py)."""
@@ -605,7 +627,10 @@ class Instance:
                 sequence = (STREAM_EPOCH, commit_times[table.name], row_indexes[table.name])
                 row_indexes[table.name] += 1
                 self._append_record(table, item, key, pairs, sequence)
-            outcomes.append(WriteOutcome(primary_key=pairs if item.return_primary_key else None))
+            if item.returned_cells is not None:
+                outcomes.append(WriteOutcome(primary_key=pairs, cells=item.returned_cells))
+            else:
+                outcomes.append(WriteOutcome(primary_key=pairs if item.return_primary_key else None))
         return outcomes
 
     def _append_record(
@@ -789,6 +814,21 @@ def _validated_options(options: TableOptions) -> TableOptions:
     if options.max_time_deviation < 1:
         raise ParameterInvalid(f"max_time_deviation must be positive, got {options.max_time_deviation}.")
     return options
+
+
+def _check_return_columns(change: RowChange) -> list[tuple[str, Any, int]] | None:
+    """RT_AFTER_MODIFY: every column asked for must be incremented by this UpdateRow (as the service requires).
+    Returns placeholders for the columns (filled with the new values once planned), or None without RT_AFTER_MODIFY."""
+    if change.return_columns is None:
+        return None
+    incremented = {cell.name for cell in change.cells if cell.op is CellOp.INCREMENT}
+    for name in change.return_columns:
+        if name not in incremented:
+            raise ParameterInvalid(
+                f"The return column {name!r} is not an increment column of this request: ReturnType "
+                "RT_AFTER_MODIFY returns the new values of columns the same UpdateRow increments."
+            )
+    return [(name, None, 0) for name in dict.fromkeys(change.return_columns)]
 
 
 def _hashable(value: Any) -> Any:

@@ -155,12 +155,17 @@ def _row_change(kind: WriteKind, data: bytes, condition: Any, return_content: An
         if op is None or (kind is WriteKind.PUT and op is not CellOp.PUT):
             raise ParameterInvalid(f"Cell {cell.name!r} has an invalid cell type {cell.cell_type} for {kind.value}.")
         cells.append(CellChange(cell.name, op, cell.value, cell.timestamp))
+    return_type = return_content.return_type
+    return_columns = tuple(return_content.return_column_names)
+    if return_columns and return_type != pb2.RT_AFTER_MODIFY:
+        raise ParameterInvalid("return_column_names can only be given with ReturnType RT_AFTER_MODIFY.")
     return RowChange(
         kind=kind,
         primary_key=row.primary_key,
         cells=cells,
         condition=_condition(condition),
-        return_primary_key=return_content.return_type == pb2.RT_PK,
+        return_primary_key=return_type == pb2.RT_PK,
+        return_columns=return_columns if return_type == pb2.RT_AFTER_MODIFY else None,
     )
 
 
@@ -194,7 +199,7 @@ def _encode_view(view: RowView | None) -> bytes:
 
 def _write_row_result(message: Any, outcome: WriteOutcome) -> None:
     if outcome.primary_key is not None:
-        message.row = encode_row(outcome.primary_key)
+        message.row = encode_row(outcome.primary_key, [PlainCell(n, v, None, ts) for n, v, ts in outcome.cells])
 
 
 # -- tables -------------------------------------------------------------------------------------------------------
