@@ -158,7 +158,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if fault.latency_ms:
                     time.sleep(fault.latency_ms / 1000)
                 if fault.error_code:
-                    raise error_for_code(fault.error_code, fault.error_message or f"Injected {fault.error_code}.")
+                    raise error_for_code(fault.error_code, fault.error_message)
                 if fault.drop_response:
                     self._apply_and_drop(api_name, body)
                     return
