@@ -264,6 +264,8 @@ class EmulatorServer:
         credentials: Mapping[str, str] | None = None,
         increments_as_deltas: bool = False,
         *,
+        region: str | None = None,
+        sts_token: str | None = None,
         limits: Limits | None = None,
         clock_us: Callable[[], int] = wall_clock_us,
     ) -> None:
@@ -275,7 +277,10 @@ class EmulatorServer:
         except (OSError, JournalError) as exc:
             raise EmulatorStartError(f"Cannot use data directory {data_dir!r}: {exc}") from exc
         self.protocol = ProtocolHandler(self.backend)
-        self.verifier = RequestVerifier(credentials if credentials is not None else DEFAULT_CREDENTIALS)
+        self.region = region
+        self.verifier = RequestVerifier(
+            credentials if credentials is not None else DEFAULT_CREDENTIALS, region=region, sts_token=sts_token
+        )
         self.faults = FaultInjector(self.protocol.api_names)
         self.stats = ApiStats()
         self.admin_routes: dict[tuple[str, str], Callable[[Any], Any]] = {
@@ -380,9 +385,19 @@ def serve_forever_cli(
     access_key_id: str = "emulator-id",
     access_key_secret: str = "emulator-secret",
     increments_as_deltas: bool = False,
+    region: str | None = None,
+    sts_token: str | None = None,
 ) -> None:
     """Run the emulator in the foreground until SIGINT / SIGTERM, then stop cleanly (final snapshot)."""
-    server = EmulatorServer(host, port, data_dir, {access_key_id: access_key_secret}, increments_as_deltas)
+    server = EmulatorServer(
+        host,
+        port,
+        data_dir,
+        {access_key_id: access_key_secret},
+        increments_as_deltas,
+        region=region,
+        sts_token=sts_token,
+    )
     stop_requested = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
@@ -391,7 +406,8 @@ def serve_forever_cli(
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     server.start()
     print(
-        f"Tablestore emulator listening on {server.url} (access key id {access_key_id!r}, "
+        f"Tablestore emulator listening on {server.url} (access key id {access_key_id!r}"
+        f"{' with an STS token' if sts_token else ''}, region {region or 'any'}, "
         f"data dir {data_dir or 'none: in memory'}, increments as {'deltas' if increments_as_deltas else 'values'})",
         flush=True,
     )
