@@ -37,7 +37,7 @@ def suite_jars() -> Path:
 @pytest.fixture(scope="module")
 def conformance_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess]:
     log = tmp_path_factory.mktemp("conformance") / "emulator.log"
-    args = ["--access-key-id", ACCESS_KEY_ID, "--access-key-secret", ACCESS_KEY_SECRET]
+    args = ["--access-key-id", ACCESS_KEY_ID, "--access-key-secret", ACCESS_KEY_SECRET, "--region", REGION]
     process = EmulatorProcess(log, extra_args=args).start()
     try:
         yield process
