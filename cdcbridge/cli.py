@@ -98,7 +98,7 @@ def stack_fetch() -> None:
     from cdcbridge.harness.stack.artifacts import COMPONENTS, available_test_components, ensure_all
 
     for component, path in ensure_all((*COMPONENTS, *available_test_components())).items():
-        click.echo(f"{component:<10} {path}")
+        click.echo(f"{component:<12} {path}")
 
 
 # ---------------------------------------------------------------------------------------------------------- run
