@@ -2,6 +2,7 @@ package io.cdcbridge.conformance.sdk4;
 
 import com.alicloud.openservices.tablestore.model.StreamRecord;
 import com.aliyun.openservices.ots.internal.streamclient.model.IRecordProcessor;
+import com.aliyun.openservices.ots.internal.streamclient.model.IRecordProcessorCheckpointer;
 import com.aliyun.openservices.ots.internal.streamclient.model.IRecordProcessorFactory;
 import com.aliyun.openservices.ots.internal.streamclient.model.InitializationInput;
 import com.aliyun.openservices.ots.internal.streamclient.model.ProcessRecordsInput;
@@ -57,8 +58,7 @@ final class RecordingProcessor implements IRecordProcessor {
         }
     }
 
-    private static void checkpoint(
-            com.aliyun.openservices.ots.internal.streamclient.model.IRecordProcessorCheckpointer checkpointer) {
+    private static void checkpoint(IRecordProcessorCheckpointer checkpointer) {
         try {
             checkpointer.checkpoint();
         } catch (Exception error) {

@@ -21,6 +21,7 @@ import io.cdcbridge.conformance.Expect;
 import io.cdcbridge.conformance.Settings;
 import io.cdcbridge.conformance.StreamReading;
 import io.cdcbridge.conformance.Suite;
+import io.cdcbridge.conformance.Tables;
 import io.cdcbridge.conformance.Writes;
 import java.util.Map;
 
@@ -76,7 +77,7 @@ final class Sdk5OnlyChecks {
     }
 
     private void incrementReturnsNewValue() {
-        PrimaryKey key = io.cdcbridge.conformance.Tables.key("counter", 1);
+        PrimaryKey key = Tables.key("counter", 1);
         writes.put(new RowPutChange(rowTable, key).addColumn("hits", ColumnValue.fromLong(10)));
         RowUpdateChange increment = new RowUpdateChange(rowTable, key);
         increment.increment(new Column("hits", ColumnValue.fromLong(5)));
