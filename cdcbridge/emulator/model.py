@@ -478,7 +478,8 @@ class Instance:
         origin_cells = None
         if table.stream is not None and table.stream.origin_columns and row is not None:
             origin_cells = _latest_cells(old_columns, table.stream.origin_columns)
-        returned = _check_return_columns(change)
+        return_columns = _checked_return_columns(change)
+        returned = None if return_columns is None else []
         if kind is WriteKind.DELETE:
             if change.cells:
                 raise ParameterInvalid("DeleteRow takes a primary key only.")
@@ -489,8 +490,8 @@ class Instance:
             if not table.options.allow_update:
                 raise ParameterInvalid(f"Table {table.name!r} does not allow UpdateRow (allow_update is false).")
             columns, record_cells = self._plan_update(table, old_columns, change.cells, now_ms)
-            if returned is not None:
-                returned = [(name, columns[name][0][1], columns[name][0][0]) for name, _, _ in returned]
+            if return_columns is not None:
+                returned = [(name, columns[name][0][1], columns[name][0][0]) for name in return_columns]
         return _PlannedRow(table, kind, key, columns, record_cells, change.return_primary_key, origin_cells, returned)
 
     def _check_size(self, change: RowChange, data_bound: int | None) -> None:
@@ -822,9 +823,9 @@ def _validated_options(options: TableOptions) -> TableOptions:
     return options
 
 
-def _check_return_columns(change: RowChange) -> list[tuple[str, Any, int]] | None:
+def _checked_return_columns(change: RowChange) -> tuple[str, ...] | None:
     """RT_AFTER_MODIFY: every column asked for must be incremented by this UpdateRow (as the service requires).
-    Returns placeholders for the columns (filled with the new values once planned), or None without RT_AFTER_MODIFY."""
+    Returns them without repeats, or None without RT_AFTER_MODIFY."""
     if change.return_columns is None:
         return None
     incremented = {cell.name for cell in change.cells if cell.op is CellOp.INCREMENT}
@@ -834,7 +835,7 @@ def _check_return_columns(change: RowChange) -> list[tuple[str, Any, int]] | Non
                 f"The return column {name!r} is not an increment column of this request: ReturnType "
                 "RT_AFTER_MODIFY returns the new values of columns the same UpdateRow increments."
             )
-    return [(name, None, 0) for name in dict.fromkeys(change.return_columns)]
+    return tuple(dict.fromkeys(change.return_columns))
 
 
 def _hashable(value: Any) -> Any:
