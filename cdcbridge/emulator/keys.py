@@ -17,7 +17,12 @@ from functools import lru_cache, total_ordering
 from typing import Any
 
 from cdcbridge.emulator.errors import InvalidPK, ParameterInvalid
-from cdcbridge.emulator.limits import MAX_NAME_BYTES, check_primary_key_count, check_primary_key_value
+from cdcbridge.emulator.limits import (
+    MAX_NAME_BYTES,
+    MAX_PK_VALUE_BYTES,
+    check_primary_key_count,
+    check_primary_key_value,
+)
 from cdcbridge.tablestore.plainbuffer import AUTO_INCREMENT, INF_MAX, INF_MIN
 
 INT64_MIN = -(1 << 63)
@@ -180,7 +185,8 @@ def _typed_value(column: PrimaryKeyColumn, value: Any) -> Any:
     if kind is PkType.STRING:
         if not isinstance(value, str):
             raise InvalidPK(f"Validate PK type fail: {column.name!r} is STRING, got {type(value).__name__}.")
-        check_primary_key_value(column.name, value)
+        if len(value) > MAX_PK_VALUE_BYTES // 4:  # shorter strings cannot exceed the limit in UTF-8
+            check_primary_key_value(column.name, value)
         return value
     if kind is PkType.BINARY:
         if not isinstance(value, bytes | bytearray):

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from cdcbridge.emulator.errors import ParameterInvalid
 
@@ -82,7 +82,20 @@ def value_size(value: Any) -> int:
 
 def _upper_bound(value: Any) -> int:
     """A cheap upper bound of value_size (a UTF-8 character is at most 4 bytes), to skip encoding small strings."""
-    return 4 * len(value) if isinstance(value, str) else value_size(value)
+    kind = type(value)
+    if kind is str:
+        return 4 * len(value)
+    if kind is bytes or kind is bytearray:
+        return len(value)
+    return 8
+
+
+class SizedCell(Protocol):
+    """A written cell as data sizes count it (the model's CellChange): a given timestamp adds 8 bytes."""
+
+    name: str
+    value: Any
+    timestamp: int | None
 
 
 def check_attribute_value(name: str, value: Any, limit: int) -> None:
@@ -137,18 +150,28 @@ def check_timestamp(timestamp: Any) -> None:
         raise ParameterInvalid("Timestamp must be in range [0, INT64_MAX/1000).")
 
 
-def row_data_size(primary_key: Sequence[tuple[str, Any]], cells: Iterable[tuple[str, Any, bool]]) -> int:
-    """Data size of one row write: primary key, then cells given as (name, value, has_timestamp)."""
+def row_data_size(primary_key: Sequence[tuple[str, Any]], cells: Iterable[SizedCell]) -> int:
+    """Data size of one row write: primary-key names and values, cell names and values, given timestamps."""
     size = sum(len(name) + value_size(value) for name, value in primary_key)
-    for name, value, has_timestamp in cells:
-        size += len(name) + value_size(value) + (TIMESTAMP_BYTES if has_timestamp else 0)
+    for cell in cells:
+        size += len(cell.name) + value_size(cell.value) + (0 if cell.timestamp is None else TIMESTAMP_BYTES)
     return size
 
 
-def row_data_upper_bound(primary_key: Sequence[tuple[str, Any]], cells: Iterable[tuple[str, Any, bool]]) -> int:
-    size = sum(len(name) + _upper_bound(value) for name, value in primary_key)
-    for name, value, _ in cells:
-        size += len(name) + _upper_bound(value) + TIMESTAMP_BYTES
+def row_data_upper_bound(primary_key: Sequence[tuple[str, Any]], cells: Iterable[SizedCell]) -> int:
+    """At least row_data_size, without encoding strings: rows under the limit by this bound need no exact count."""
+    size = 0
+    for name, value in primary_key:
+        size += len(name) + _upper_bound(value)
+    for cell in cells:
+        value = cell.value
+        kind = type(value)
+        if kind is str:
+            size += len(cell.name) + 4 * len(value) + TIMESTAMP_BYTES
+        elif kind is bytes or kind is bytearray:
+            size += len(cell.name) + len(value) + TIMESTAMP_BYTES
+        else:
+            size += len(cell.name) + 16
     return size
 
 

@@ -183,7 +183,7 @@ class WriteOutcome:
 
     primary_key: list[tuple[str, Any]] | None = None
     error: EmulatorError | None = None
-    cells: list[tuple[str, Any, int]] = field(default_factory=list)
+    cells: Sequence[tuple[str, Any, int]] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,7 +439,8 @@ class Instance:
             raise ParameterInvalid("BatchWriteRow needs at least one row.")
         check_rows_per_batch(len(items), self.limits.max_batch_write_rows)
         limit = self.limits.max_request_data_bytes
-        if sum(_data_upper_bound(change) for _, change in items) > limit:
+        bounds = [_data_upper_bound(change) for _, change in items]
+        if sum(bounds) > limit:
             check_request_data_size("BatchWriteRow", sum(_data_size(change) for _, change in items), limit)
         seen: set[tuple[str, tuple[Any, ...]]] = set()
         for table_name, change in items:
@@ -449,16 +450,17 @@ class Instance:
             seen.add(identity)
         outcomes: list[WriteOutcome | None] = []
         planned: list[_PlannedRow] = []
-        for table_name, change in items:
+        for (table_name, change), bound in zip(items, bounds, strict=True):
             try:
-                planned.append(self._plan(self.table(table_name), change, now_us))
+                planned.append(self._plan(self.table(table_name), change, now_us, bound))
                 outcomes.append(None)
             except EmulatorError as error:
                 outcomes.append(WriteOutcome(error=error))
         committed = iter(self._commit(planned, now_us))
         return [outcome if outcome is not None else next(committed) for outcome in outcomes]
 
-    def _plan(self, table: Table, change: RowChange, now_us: int) -> _PlannedRow:
+    def _plan(self, table: Table, change: RowChange, now_us: int, data_bound: int | None = None) -> _PlannedRow:
+        """Validate one row write against the current state; `data_bound` is its data-size bound if known."""
         now_ms = now_us // 1000
         kind = change.kind
         key = table.schema.write_key(change.primary_key, allow_auto_increment=kind is WriteKind.PUT)
@@ -472,11 +474,12 @@ class Instance:
             row = table.rows.get(key)
         old_columns = row.columns if row is not None else {}
         check_condition(change.condition, row is not None, old_columns)
-        self._check_size(change)
+        self._check_size(change, data_bound)
         origin_cells = None
         if table.stream is not None and table.stream.origin_columns and row is not None:
             origin_cells = _latest_cells(old_columns, table.stream.origin_columns)
-        returned = _check_return_columns(change)
+        return_columns = _checked_return_columns(change)
+        returned = None if return_columns is None else []
         if kind is WriteKind.DELETE:
             if change.cells:
                 raise ParameterInvalid("DeleteRow takes a primary key only.")
@@ -487,18 +490,22 @@ class Instance:
             if not table.options.allow_update:
                 raise ParameterInvalid(f"Table {table.name!r} does not allow UpdateRow (allow_update is false).")
             columns, record_cells = self._plan_update(table, old_columns, change.cells, now_ms)
-            if returned is not None:
-                returned = [(name, columns[name][0][1], columns[name][0][0]) for name, _, _ in returned]
+            if return_columns is not None:
+                returned = [(name, columns[name][0][1], columns[name][0][0]) for name in return_columns]
         return _PlannedRow(table, kind, key, columns, record_cells, change.return_primary_key, origin_cells, returned)
 
-    def _check_size(self, change: RowChange) -> None:
+    def _check_size(self, change: RowChange, data_bound: int | None) -> None:
         """Columns per write, value lengths and the request's data size (documented limits, limits.py)."""
         limits = self.limits
         check_columns_per_write(len(change.cells), limits.max_columns_per_write)
+        if data_bound is None:
+            data_bound = _data_upper_bound(change)
+        if data_bound <= min(limits.max_attribute_value_bytes, limits.max_request_data_bytes):
+            return  # no single value can be too long, nor the whole row
         for cell in change.cells:
             if cell.op is CellOp.PUT:
                 check_attribute_value(cell.name, cell.value, limits.max_attribute_value_bytes)
-        if change.kind is not WriteKind.DELETE and _data_upper_bound(change) > limits.max_request_data_bytes:
+        if change.kind is not WriteKind.DELETE and data_bound > limits.max_request_data_bytes:
             api_name = "PutRow" if change.kind is WriteKind.PUT else "UpdateRow"
             check_request_data_size(api_name, _data_size(change), limits.max_request_data_bytes)
 
@@ -816,9 +823,9 @@ def _validated_options(options: TableOptions) -> TableOptions:
     return options
 
 
-def _check_return_columns(change: RowChange) -> list[tuple[str, Any, int]] | None:
+def _checked_return_columns(change: RowChange) -> tuple[str, ...] | None:
     """RT_AFTER_MODIFY: every column asked for must be incremented by this UpdateRow (as the service requires).
-    Returns placeholders for the columns (filled with the new values once planned), or None without RT_AFTER_MODIFY."""
+    Returns them without repeats, or None without RT_AFTER_MODIFY."""
     if change.return_columns is None:
         return None
     incremented = {cell.name for cell in change.cells if cell.op is CellOp.INCREMENT}
@@ -828,7 +835,7 @@ def _check_return_columns(change: RowChange) -> list[tuple[str, Any, int]] | Non
                 f"The return column {name!r} is not an increment column of this request: ReturnType "
                 "RT_AFTER_MODIFY returns the new values of columns the same UpdateRow increments."
             )
-    return [(name, None, 0) for name in dict.fromkeys(change.return_columns)]
+    return tuple(dict.fromkeys(change.return_columns))
 
 
 def _hashable(value: Any) -> Any:
@@ -838,16 +845,12 @@ def _hashable(value: Any) -> Any:
 _value_size = value_size
 
 
-def _cells_for_size(change: RowChange) -> list[tuple[str, Any, bool]]:
-    return [(cell.name, cell.value, cell.timestamp is not None) for cell in change.cells]
-
-
 def _data_size(change: RowChange) -> int:
-    return row_data_size(change.primary_key, _cells_for_size(change))
+    return row_data_size(change.primary_key, change.cells)
 
 
 def _data_upper_bound(change: RowChange) -> int:
-    return row_data_upper_bound(change.primary_key, _cells_for_size(change))
+    return row_data_upper_bound(change.primary_key, change.cells)
 
 
 def _row_size(key: Key, row: Row) -> int:
