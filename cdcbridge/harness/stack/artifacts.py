@@ -31,13 +31,14 @@ def component_dir(component: str) -> Path:
 
 
 def _pom_digest(pom: Path) -> str:
-    """The pom, its `src/`, and each module folder's pom and `src/` beside it (a multi-module build)."""
+    """The pom, its `src/`, and beside it each folder's pom and `src/` (a multi-module build's modules and the
+    sources they share, such as the conformance suite's common/)."""
     settings = deploy_dir() / "maven-settings.xml"
     digest = hashlib.sha256(pom.read_bytes())
     sources = pom.parent / "src"
     for source in sorted(p for p in sources.rglob("*") if p.is_file()):
         digest.update(str(source.relative_to(sources)).encode() + b"\0" + source.read_bytes())
-    for module in sorted(p.parent for p in pom.parent.glob("*/pom.xml")):
+    for module in sorted(p for p in pom.parent.iterdir() if (p / "pom.xml").is_file() or (p / "src").is_dir()):
         for source in sorted(p for p in [module / "pom.xml", *(module / "src").rglob("*")] if p.is_file()):
             digest.update(str(source.relative_to(pom.parent)).encode() + b"\0" + source.read_bytes())
     if settings.exists():

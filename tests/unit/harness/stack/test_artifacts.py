@@ -92,7 +92,7 @@ def test_optional_components_are_known_but_not_fetched_with_the_others() -> None
 def test_a_multi_module_build_rebuilds_when_a_module_source_changes(
     dirs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The conformance suite is a parent pom with modules (sdk5, sdk4) sharing common/ sources."""
+    """The conformance suite is a parent pom with modules (sdk5, sdk4) sharing common/ (sources, no pom)."""
     calls = _fake_mvn(dirs, monkeypatch)
     suite = dirs / "tests" / "java"
     module_source = suite / "sdk5" / "src" / "main" / "java" / "Check.java"
@@ -100,6 +100,9 @@ def test_a_multi_module_build_rebuilds_when_a_module_source_changes(
     (suite / "pom.xml").write_text("<project><modules/></project>")
     (suite / "sdk5" / "pom.xml").write_text("<project/>")
     module_source.write_text("class Check {}")
+    shared_source = suite / "common" / "src" / "main" / "java" / "Shared.java"
+    shared_source.parent.mkdir(parents=True)
+    shared_source.write_text("class Shared {}")
     monkeypatch.setitem(artifacts.TEST_COMPONENTS, "conformance", suite / "pom.xml")
     artifacts.ensure_component("conformance")
     artifacts.ensure_component("conformance")
@@ -108,7 +111,9 @@ def test_a_multi_module_build_rebuilds_when_a_module_source_changes(
     artifacts.ensure_component("conformance")
     (suite / "sdk5" / "pom.xml").write_text("<project><!-- new dependency --></project>")
     artifacts.ensure_component("conformance")
-    assert len(calls) == 3
+    shared_source.write_text("class Shared { int changed; }")
+    artifacts.ensure_component("conformance")
+    assert len(calls) == 4
     assert calls[0][calls[0].index("-f") + 1] == str(suite / "pom.xml")
 
 
