@@ -94,11 +94,12 @@ def stack_status(state_dir: Path, as_json: bool) -> None:
 
 @stack.command("fetch")
 def stack_fetch() -> None:
-    """Fetch the JVM artifacts (Kafka, Apicurio, Spark connectors) from Maven Central into the cache."""
-    from cdcbridge.harness.stack.artifacts import ensure_all
+    """Fetch the JVM artifacts (Kafka, Apicurio, Spark connectors; in a checkout also the Java conformance suite)
+    from Maven Central into the cache."""
+    from cdcbridge.harness.stack.artifacts import COMPONENTS, available_test_components, ensure_all
 
-    for component, path in ensure_all().items():
-        click.echo(f"{component:<10} {path}")
+    for component, path in ensure_all((*COMPONENTS, *available_test_components())).items():
+        click.echo(f"{component:<12} {path}")
 
 
 # ---------------------------------------------------------------------------------------------------------- run
@@ -348,13 +349,32 @@ def status(config_path: Path, as_json: bool, no_lag: bool, end_time: str | None)
     help="Secret that request signatures are checked with  [default: emulator-secret]",
 )
 @click.option(
+    "--region",
+    default=None,
+    envvar="EMULATOR_REGION",
+    show_envvar=True,
+    help="The instance's region (e.g. cn-hangzhou): V4 signatures for another region get 403 OTSAuthFailed, as "
+    "on the service  [default: any region signs]",
+)
+@click.option(
+    "--sts-token",
+    default=None,
+    envvar="EMULATOR_STS_TOKEN",
+    show_envvar=True,
+    show_default=False,
+    help="Make the access key temporary (STS) credentials: every request must carry this token. Without it, a "
+    "request that carries a token gets 403 OTSAuthFailed.",
+)
+@click.option(
     "--increments-as-deltas",
     is_flag=True,
-    help="Record increments in stream records as INCREMENT cells carrying the delta (default: PUT of the "
-    "resulting value, as the real service most likely does).",
+    help="Emulate a source that records deltas (the SDS / MUTATE_LOG case): increments appear in stream records as "
+    "INCREMENT cells (type 0x04) carrying the delta. Real Tablestore streams show an increment as a PUT of the "
+    "resulting value (the default here), and the official Java SDK refuses INCREMENT cells in stream records "
+    "(IOException: Unknown cell type:4), so Java stream clients cannot read this mode.",
 )
 def emulator(host: str, port: int, data_dir: Path | None, access_key_id: str, access_key_secret: str,
-             increments_as_deltas: bool) -> None:  # fmt: skip
+             region: str | None, sts_token: str | None, increments_as_deltas: bool) -> None:  # fmt: skip
     """Run the Tablestore-protocol emulator (the official SDK talks to it unchanged).
 
     \b
@@ -370,7 +390,9 @@ def emulator(host: str, port: int, data_dir: Path | None, access_key_id: str, ac
     """
     from cdcbridge.emulator.server import serve_forever_cli
 
-    serve_forever_cli(host, port, data_dir, access_key_id, access_key_secret, increments_as_deltas)
+    serve_forever_cli(
+        host, port, data_dir, access_key_id, access_key_secret, increments_as_deltas, region=region, sts_token=sts_token
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------- bench

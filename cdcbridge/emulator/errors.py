@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-#: HTTP status per Tablestore error code (research/tablestore_stream.md §1.4, Alibaba Cloud error-code page).
+#: HTTP status per Tablestore error code (Alibaba Cloud's error-code page; research/tablestore_stream.md §1.4).
+#: OTSNotEnoughCapacityUnit and OTSOperationThrottled are codes the SDKs retry but the page does not list: 403 is our
+#: choice, like the other capacity codes.
 HTTP_STATUS_BY_CODE: dict[str, int] = {
     "OTSParameterInvalid": 400,
     "OTSInvalidPK": 400,
@@ -20,6 +22,9 @@ HTTP_STATUS_BY_CODE: dict[str, int] = {
     "OTSConditionCheckFail": 403,
     "OTSQuotaExhausted": 403,
     "OTSCapacityUnitExhausted": 403,
+    "OTSNotEnoughCapacityUnit": 403,
+    "OTSTooFrequentReservedThroughputAdjustment": 403,
+    "OTSOperationThrottled": 403,
     "OTSObjectNotExist": 404,
     "OTSTableNotReady": 404,
     "OTSMethodNotAllowed": 405,
@@ -33,6 +38,27 @@ HTTP_STATUS_BY_CODE: dict[str, int] = {
     "OTSPartitionUnavailable": 503,
     "OTSTimeout": 503,
     "OTSServerUnavailable": 503,
+}
+
+
+#: The service's message for codes that fault rules inject (used when a rule gives none); the SDKs match some of
+#: them (OTSQuotaExhausted is retried only for "Too frequent table operations.").
+DOCUMENTED_MESSAGES: dict[str, str] = {
+    "OTSFlowControl": "The requests have been throttled.",
+    "OTSServerBusy": "Server is busy.",
+    "OTSPartitionUnavailable": "The partition is not available.",
+    "OTSTimeout": "Operation timeout.",
+    "OTSServerUnavailable": "Server is not available.",
+    "OTSInternalServerError": "Internal server error.",
+    "OTSRowOperationConflict": "Data is being modified by the other request.",
+    "OTSTableNotReady": "The table is not ready.",
+    "OTSQuotaExhausted": "Too frequent table operations.",
+    "OTSCapacityUnitExhausted": "Capacity unit is not enough.",
+    "OTSNotEnoughCapacityUnit": "Remaining capacity unit is not enough.",
+    "OTSTooFrequentReservedThroughputAdjustment": "Capacity unit adjustment is too frequent.",
+    "OTSOperationThrottled": "The operation has been throttled.",
+    "OTSRequestTimeout": "Request timeout.",
+    "OTSRequestBodyTooLarge": "The size of POST data is too large.",
 }
 
 
@@ -105,6 +131,7 @@ class UnsupportOperation(EmulatorError):
     code = "OTSUnsupportOperation"
 
 
-def error_for_code(code: str, message: str) -> EmulatorError:
-    """An error with any Tablestore code (fault injection uses codes the model never raises itself)."""
-    return EmulatorError(message, code=code)
+def error_for_code(code: str, message: str | None = None) -> EmulatorError:
+    """An error with any Tablestore code (fault injection uses codes the model never raises itself); without a
+    message, the service's own message for that code."""
+    return EmulatorError(message or DOCUMENTED_MESSAGES.get(code, f"Injected {code}."), code=code)

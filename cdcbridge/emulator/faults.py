@@ -5,9 +5,13 @@ JSON body::
     {"rules": [
         {"api": "GetStreamRecord",          # an API name or "*" (default) for every Tablestore API
          "latency_ms": 200,                  # sleep before handling (default 0)
-         "error_code": "OTSServerBusy",      # answer with this Tablestore error instead of handling the call;
-                                             # throttling is "OTSFlowControl" (429) or "OTSServerBusy" (503)
-         "error_message": "injected",        # optional message for error_code
+         "error_code": "OTSServerBusy",      # answer with this Tablestore error instead of handling the call,
+                                             # with the code's real HTTP status (errors.HTTP_STATUS_BY_CODE):
+                                             # OTSFlowControl 429; OTSServerBusy, OTSPartitionUnavailable,
+                                             # OTSTimeout, OTSServerUnavailable 503; OTSRowOperationConflict 409;
+                                             # OTSTableNotReady 404; OTSQuotaExhausted, OTSCapacityUnitExhausted,
+                                             # OTSNotEnoughCapacityUnit ... 403; unknown codes 500
+         "error_message": "injected",        # optional; default: the service's message for error_code
          "drop_response": false,             # apply the call, then close the connection without answering
                                              # (the client cannot tell whether a write happened)
          "probability": 1.0,                 # chance a matching request triggers the rule, 0 < p <= 1

@@ -17,14 +17,16 @@ from functools import lru_cache, total_ordering
 from typing import Any
 
 from cdcbridge.emulator.errors import InvalidPK, ParameterInvalid
+from cdcbridge.emulator.limits import (
+    MAX_NAME_BYTES,
+    MAX_PK_VALUE_BYTES,
+    check_primary_key_count,
+    check_primary_key_value,
+)
 from cdcbridge.tablestore.plainbuffer import AUTO_INCREMENT, INF_MAX, INF_MIN
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
-#: Longest STRING / BINARY primary-key value, in bytes (service limit).
-MAX_PK_VALUE_BYTES = 1024
-#: A table has one to four primary-key columns (service limit).
-MAX_PK_COLUMNS = 4
 #: Hash space that shards divide into ranges: [0, HASH_SPACE).
 HASH_SPACE = 1 << 64
 
@@ -148,8 +150,7 @@ class KeySchema:
 
 
 def _validate_schema(columns: Sequence[PrimaryKeyColumn]) -> None:
-    if not 1 <= len(columns) <= MAX_PK_COLUMNS:
-        raise ParameterInvalid(f"A table needs 1 to {MAX_PK_COLUMNS} primary key columns, got {len(columns)}.")
+    check_primary_key_count(len(columns))
     names = [c.name for c in columns]
     if len(set(names)) != len(names):
         raise ParameterInvalid(f"Duplicated primary key name in {names}.")
@@ -162,17 +163,15 @@ def _validate_schema(columns: Sequence[PrimaryKeyColumn]) -> None:
                 raise ParameterInvalid(f"The partition key {column.name!r} cannot be auto-increment.")
 
 
-_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
+_NAME_PATTERN = re.compile(rf"[A-Za-z_][A-Za-z0-9_]{{0,{MAX_NAME_BYTES - 1}}}")
 
 
 @lru_cache(maxsize=65536)
-def validate_column_name(name: str) -> None:
-    """Column and table names: a letter or underscore, then letters, digits, underscores; at most 255 chars.
-    (Cached: only valid names are remembered, as a raise is never cached.)"""
+def validate_column_name(name: str, kind: str = "column") -> None:
+    """Column and table names (`kind` "column" or "table"): a letter or underscore, then letters, digits and
+    underscores, at most 255 bytes. Cached: only valid names are remembered, as a raise is never cached."""
     if not isinstance(name, str) or _NAME_PATTERN.fullmatch(name) is None:
-        raise ParameterInvalid(
-            f"Invalid name {name!r}: use 1-255 letters, digits and '_', starting with a letter or '_'."
-        )
+        raise ParameterInvalid(f"Invalid {kind} name: '{name}'.")
 
 
 def _typed_value(column: PrimaryKeyColumn, value: Any) -> Any:
@@ -186,14 +185,13 @@ def _typed_value(column: PrimaryKeyColumn, value: Any) -> Any:
     if kind is PkType.STRING:
         if not isinstance(value, str):
             raise InvalidPK(f"Validate PK type fail: {column.name!r} is STRING, got {type(value).__name__}.")
-        if len(value.encode("utf-8")) > MAX_PK_VALUE_BYTES:
-            raise ParameterInvalid(f"Primary key {column.name!r} is longer than {MAX_PK_VALUE_BYTES} bytes.")
+        if len(value) > MAX_PK_VALUE_BYTES // 4:  # shorter strings cannot exceed the limit in UTF-8
+            check_primary_key_value(column.name, value)
         return value
     if kind is PkType.BINARY:
         if not isinstance(value, bytes | bytearray):
             raise InvalidPK(f"Validate PK type fail: {column.name!r} is BINARY, got {type(value).__name__}.")
-        if len(value) > MAX_PK_VALUE_BYTES:
-            raise ParameterInvalid(f"Primary key {column.name!r} is longer than {MAX_PK_VALUE_BYTES} bytes.")
+        check_primary_key_value(column.name, value)
         return bytes(value)
     if type(value) is not bool:
         raise InvalidPK(f"Validate PK type fail: {column.name!r} is BOOLEAN, got {type(value).__name__}.")

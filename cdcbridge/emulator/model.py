@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -32,8 +32,6 @@ from cdcbridge.emulator.errors import (
     InvalidPK,
     ObjectAlreadyExist,
     ObjectNotExist,
-    OutOfColumnCountLimit,
-    OutOfRowSizeLimit,
     ParameterInvalid,
     TrimmedDataAccess,
 )
@@ -47,6 +45,19 @@ from cdcbridge.emulator.keys import (
     PrimaryKeyColumn,
     key_hash,
     validate_column_name,
+)
+from cdcbridge.emulator.limits import (
+    Limits,
+    check_attribute_value,
+    check_columns_per_write,
+    check_columns_to_get,
+    check_defined_column_count,
+    check_request_data_size,
+    check_rows_per_batch,
+    check_timestamp,
+    row_data_size,
+    row_data_upper_bound,
+    value_size,
 )
 from cdcbridge.emulator.streams import (
     RecordBatch,
@@ -69,18 +80,6 @@ from cdcbridge.tablestore.plainbuffer import (
 #: The `epoch` part of every record sequence (the service's meaning is undocumented; a constant keeps order).
 STREAM_EPOCH = 1
 DEFINED_COLUMN_TYPES = frozenset({"INTEGER", "DOUBLE", "BOOLEAN", "STRING", "BINARY"})
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Service limits the model enforces; tests may lower them."""
-
-    max_row_bytes: int = 4 * 1024 * 1024
-    max_columns_per_write: int = 1024
-    max_batch_write_rows: int = 200
-    max_batch_get_rows: int = 100
-    max_range_rows: int = 5000
-    max_range_bytes: int = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +118,12 @@ class TableDescription:
     options: TableOptions
     reserved_read: int
     reserved_write: int
-    created_at_s: int
+    created_at_us: int
     stream: StreamDetails
+
+    @property
+    def created_at_s(self) -> int:
+        return self.created_at_us // 1_000_000
 
 
 class WriteKind(StrEnum):
@@ -148,21 +151,39 @@ class CellChange:
 
 @dataclass(slots=True)
 class RowChange:
-    """One row write: PutRow, UpdateRow or DeleteRow (also one item of BatchWriteRow)."""
+    """One row write: PutRow, UpdateRow or DeleteRow (also one item of BatchWriteRow).
+
+    `return_primary_key` is ReturnType RT_PK; `return_columns` (not None) is RT_AFTER_MODIFY: the answer carries the
+    primary key and the new values of these columns, which must be columns the same UpdateRow increments.
+    """
 
     kind: WriteKind
     primary_key: list[tuple[str, Any]]
     cells: list[CellChange] = field(default_factory=list)
     condition: Condition = IGNORE
     return_primary_key: bool = False
+    return_columns: tuple[str, ...] | None = None
+
+    def __setstate__(self, state: tuple[None, dict[str, Any]]) -> None:
+        """Journals written before a field was added replay with that field's default (pickle's slot state)."""
+        slots = state[1]
+        for name, spec in self.__dataclass_fields__.items():
+            if name in slots:
+                object.__setattr__(self, name, slots[name])
+            elif spec.default_factory is not MISSING:
+                object.__setattr__(self, name, spec.default_factory())
+            else:
+                object.__setattr__(self, name, spec.default)
 
 
 @dataclass(frozen=True, slots=True)
 class WriteOutcome:
-    """Result of one row write: the primary key (when asked for) or the error that stopped this row."""
+    """Result of one row write: the primary key and returned cells (name, value, timestamp_ms) when asked for,
+    or the error that stopped this row."""
 
     primary_key: list[tuple[str, Any]] | None = None
     error: EmulatorError | None = None
+    cells: Sequence[tuple[str, Any, int]] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +298,7 @@ class _PlannedRow:
     record_cells: list[PlainCell]
     return_primary_key: bool
     origin_cells: list[PlainCell] | None = None
+    returned_cells: list[tuple[str, Any, int]] | None = None  # RT_AFTER_MODIFY: the asked columns' new values
 
 
 class Instance:
@@ -307,11 +329,12 @@ class Instance:
         reserved: tuple[int, int] = (0, 0),
         stream: StreamSpec | None = None,
     ) -> TableDescription:
-        validate_column_name(name)
+        validate_column_name(name, "table")
         if name in self.tables:
             raise ObjectAlreadyExist(f"Requested table already exists: {name!r}.")
         schema = KeySchema(primary_key)
         defined = tuple((n, t) for n, t in defined_columns)
+        check_defined_column_count(len(defined))
         for column_name, column_type in defined:
             validate_column_name(column_name)
             if column_type not in DEFINED_COLUMN_TYPES or column_name in schema.names:
@@ -342,7 +365,7 @@ class Instance:
             options=table.options,
             reserved_read=table.reserved[0],
             reserved_write=table.reserved[1],
-            created_at_s=table.created_at_us // 1_000_000,
+            created_at_us=table.created_at_us,
             stream=details,
         )
 
@@ -414,10 +437,11 @@ class Instance:
         time per table, row index = order within it). Malformed batches fail as a whole."""
         if not items:
             raise ParameterInvalid("BatchWriteRow needs at least one row.")
-        if len(items) > self.limits.max_batch_write_rows:
-            raise ParameterInvalid(
-                f"Rows count exceeds the upper limit: {len(items)} > {self.limits.max_batch_write_rows}."
-            )
+        check_rows_per_batch(len(items), self.limits.max_batch_write_rows)
+        limit = self.limits.max_request_data_bytes
+        bounds = [_data_upper_bound(change) for _, change in items]
+        if sum(bounds) > limit:
+            check_request_data_size("BatchWriteRow", sum(_data_size(change) for _, change in items), limit)
         seen: set[tuple[str, tuple[Any, ...]]] = set()
         for table_name, change in items:
             identity = (table_name, tuple(_hashable(v) for _, v in change.primary_key))
@@ -426,16 +450,17 @@ class Instance:
             seen.add(identity)
         outcomes: list[WriteOutcome | None] = []
         planned: list[_PlannedRow] = []
-        for table_name, change in items:
+        for (table_name, change), bound in zip(items, bounds, strict=True):
             try:
-                planned.append(self._plan(self.table(table_name), change, now_us))
+                planned.append(self._plan(self.table(table_name), change, now_us, bound))
                 outcomes.append(None)
             except EmulatorError as error:
                 outcomes.append(WriteOutcome(error=error))
         committed = iter(self._commit(planned, now_us))
         return [outcome if outcome is not None else next(committed) for outcome in outcomes]
 
-    def _plan(self, table: Table, change: RowChange, now_us: int) -> _PlannedRow:
+    def _plan(self, table: Table, change: RowChange, now_us: int, data_bound: int | None = None) -> _PlannedRow:
+        """Validate one row write against the current state; `data_bound` is its data-size bound if known."""
         now_ms = now_us // 1000
         kind = change.kind
         key = table.schema.write_key(change.primary_key, allow_auto_increment=kind is WriteKind.PUT)
@@ -449,45 +474,40 @@ class Instance:
             row = table.rows.get(key)
         old_columns = row.columns if row is not None else {}
         check_condition(change.condition, row is not None, old_columns)
-        self._check_size(table, change)
+        self._check_size(change, data_bound)
         origin_cells = None
         if table.stream is not None and table.stream.origin_columns and row is not None:
             origin_cells = _latest_cells(old_columns, table.stream.origin_columns)
+        return_columns = _checked_return_columns(change)
+        returned = None if return_columns is None else []
         if kind is WriteKind.DELETE:
             if change.cells:
                 raise ParameterInvalid("DeleteRow takes a primary key only.")
-            return _PlannedRow(table, kind, key, None, [], change.return_primary_key, origin_cells)
+            return _PlannedRow(table, kind, key, None, [], change.return_primary_key, origin_cells, returned)
         if kind is WriteKind.PUT:
             columns, record_cells = self._plan_put(table, change.cells, now_ms)
         else:
             if not table.options.allow_update:
                 raise ParameterInvalid(f"Table {table.name!r} does not allow UpdateRow (allow_update is false).")
             columns, record_cells = self._plan_update(table, old_columns, change.cells, now_ms)
-        return _PlannedRow(table, kind, key, columns, record_cells, change.return_primary_key, origin_cells)
+            if return_columns is not None:
+                returned = [(name, columns[name][0][1], columns[name][0][0]) for name in return_columns]
+        return _PlannedRow(table, kind, key, columns, record_cells, change.return_primary_key, origin_cells, returned)
 
-    def _check_size(self, table: Table, change: RowChange) -> None:
-        cells = change.cells
-        if len(cells) > self.limits.max_columns_per_write:
-            raise OutOfColumnCountLimit(
-                f"The number of columns in one row write exceeds the limit: "
-                f"{len(cells)} > {self.limits.max_columns_per_write}."
-            )
-        # Cheap bound first (a UTF-8 character is at most 4 bytes); the exact size only for large rows.
-        bound = 0
-        for name, value in change.primary_key:
-            bound += len(name) + (4 * len(value) if isinstance(value, str) else 8 + _value_size(value))
-        for cell in cells:
-            value = cell.value
-            bound += len(cell.name) + (4 * len(value) if isinstance(value, str) else 8 + _value_size(value))
-        if bound <= self.limits.max_row_bytes:
-            return
-        size = sum(len(name) + _value_size(value) for name, value in change.primary_key)
-        size += sum(len(cell.name) + _value_size(cell.value) for cell in cells)
-        if size > self.limits.max_row_bytes:
-            raise OutOfRowSizeLimit(
-                f"The total data size of the row written to {table.name!r} exceeds the limit: "
-                f"{size} > {self.limits.max_row_bytes} bytes."
-            )
+    def _check_size(self, change: RowChange, data_bound: int | None) -> None:
+        """Columns per write, value lengths and the request's data size (documented limits, limits.py)."""
+        limits = self.limits
+        check_columns_per_write(len(change.cells), limits.max_columns_per_write)
+        if data_bound is None:
+            data_bound = _data_upper_bound(change)
+        if data_bound <= min(limits.max_attribute_value_bytes, limits.max_request_data_bytes):
+            return  # no single value can be too long, nor the whole row
+        for cell in change.cells:
+            if cell.op is CellOp.PUT:
+                check_attribute_value(cell.name, cell.value, limits.max_attribute_value_bytes)
+        if change.kind is not WriteKind.DELETE and data_bound > limits.max_request_data_bytes:
+            api_name = "PutRow" if change.kind is WriteKind.PUT else "UpdateRow"
+            check_request_data_size(api_name, _data_size(change), limits.max_request_data_bytes)
 
     def _check_attribute(self, table: Table, cell: CellChange) -> None:
         validate_column_name(cell.name)
@@ -498,8 +518,7 @@ class Instance:
         if cell.timestamp is None:
             return now_ms
         ts = cell.timestamp
-        if type(ts) is not int or ts < 0 or ts > INT64_MAX:
-            raise ParameterInvalid(f"The timestamp of column {cell.name!r} must be a non-negative int64 (ms).")
+        check_timestamp(ts)
         deviation_ms = table.options.max_time_deviation * 1000
         if abs(ts - now_ms) > deviation_ms:
             raise ParameterInvalid(
@@ -615,7 +634,10 @@ class Instance:
                 sequence = (STREAM_EPOCH, commit_times[table.name], row_indexes[table.name])
                 row_indexes[table.name] += 1
                 self._append_record(table, item, key, pairs, sequence)
-            outcomes.append(WriteOutcome(primary_key=pairs if item.return_primary_key else None))
+            if item.returned_cells is not None:
+                outcomes.append(WriteOutcome(primary_key=pairs, cells=item.returned_cells))
+            else:
+                outcomes.append(WriteOutcome(primary_key=pairs if item.return_primary_key else None))
         return outcomes
 
     def _append_record(
@@ -637,7 +659,7 @@ class Instance:
         self, table_name: str, primary_key: Sequence[tuple[str, Any]], read: ReadOptions, *, now_us: int
     ) -> RowView | None:
         table = self.table(table_name)
-        _validate_read(read)
+        _validate_read(read, self.limits)
         key = table.schema.read_key(primary_key)
         row = table.rows.get(key)
         return None if row is None else _row_view(table, key, row, read, now_us // 1000)
@@ -652,11 +674,10 @@ class Instance:
         total = sum(len(keys) for _, keys, _ in items)
         if total == 0:
             raise ParameterInvalid("BatchGetRow needs at least one primary key.")
-        if total > self.limits.max_batch_get_rows:
-            raise ParameterInvalid(f"Rows count exceeds the upper limit: {total} > {self.limits.max_batch_get_rows}.")
+        check_rows_per_batch(total, self.limits.max_batch_get_rows)
         results: list[list[RowView | EmulatorError | None]] = []
         for table_name, keys, read in items:
-            _validate_read(read)
+            _validate_read(read, self.limits)
             table_results: list[RowView | EmulatorError | None] = []
             for primary_key in keys:
                 try:
@@ -680,7 +701,7 @@ class Instance:
         """Rows in [start, end) (forward) or (end, start] walking down (backward); `next_start_primary_key` is
         the key to continue from when the limit or the response size stopped the scan."""
         table = self.table(table_name)
-        _validate_read(read)
+        _validate_read(read, self.limits)
         start = table.schema.bound_key(inclusive_start)
         end = table.schema.bound_key(exclusive_end)
         if forward and start > end:
@@ -688,7 +709,7 @@ class Instance:
         if not forward and start < end:
             raise ParameterInvalid("Begin key must be more than end key in BACKWARD direction.")
         if limit is not None and limit <= 0:
-            raise ParameterInvalid(f"limit must be positive, got {limit}.")
+            raise ParameterInvalid("The limit must be greater than 0.")
         max_rows = min(limit or self.limits.max_range_rows, self.limits.max_range_rows)
         keys = table.sorted_keys()
         now_ms = now_us // 1000
@@ -796,24 +817,40 @@ def _validated_options(options: TableOptions) -> TableOptions:
     if options.time_to_live != -1 and options.time_to_live < 86400:
         raise ParameterInvalid(f"time_to_live must be -1 (forever) or at least 86400 s, got {options.time_to_live}.")
     if options.max_versions < 1:
-        raise ParameterInvalid(f"max_versions must be at least 1, got {options.max_versions}.")
+        raise ParameterInvalid("The maximum versions cannot be less than or equal to 0.")
     if options.max_time_deviation < 1:
         raise ParameterInvalid(f"max_time_deviation must be positive, got {options.max_time_deviation}.")
     return options
+
+
+def _checked_return_columns(change: RowChange) -> tuple[str, ...] | None:
+    """RT_AFTER_MODIFY: every column asked for must be incremented by this UpdateRow (as the service requires).
+    Returns them without repeats, or None without RT_AFTER_MODIFY."""
+    if change.return_columns is None:
+        return None
+    incremented = {cell.name for cell in change.cells if cell.op is CellOp.INCREMENT}
+    for name in change.return_columns:
+        if name not in incremented:
+            raise ParameterInvalid(
+                f"The return column {name!r} is not an increment column of this request: ReturnType "
+                "RT_AFTER_MODIFY returns the new values of columns the same UpdateRow increments."
+            )
+    return tuple(dict.fromkeys(change.return_columns))
 
 
 def _hashable(value: Any) -> Any:
     return bytes(value) if isinstance(value, bytearray) else value
 
 
-def _value_size(value: Any) -> int:
-    if isinstance(value, str):
-        return len(value.encode("utf-8"))
-    if isinstance(value, bytes | bytearray):
-        return len(value)
-    if value is None:
-        return 0
-    return 8
+_value_size = value_size
+
+
+def _data_size(change: RowChange) -> int:
+    return row_data_size(change.primary_key, change.cells)
+
+
+def _data_upper_bound(change: RowChange) -> int:
+    return row_data_upper_bound(change.primary_key, change.cells)
 
 
 def _row_size(key: Key, row: Row) -> int:
@@ -866,11 +903,12 @@ def _latest_cells(columns: Mapping[str, list[list[Any]]], names: Iterable[str]) 
     return [PlainCell(n, columns[n][0][1], None, columns[n][0][0]) for n in names if columns.get(n)]
 
 
-def _validate_read(read: ReadOptions) -> None:
+def _validate_read(read: ReadOptions, limits: Limits) -> None:
     if read.max_versions is None and read.time_range is None and read.specific_time is None:
-        raise ParameterInvalid("A read needs max_versions or a time range.")
+        raise ParameterInvalid("No version condition is specified while querying row.")
     if read.max_versions is not None and read.max_versions < 1:
-        raise ParameterInvalid(f"max_versions must be at least 1, got {read.max_versions}.")
+        raise ParameterInvalid(f"Invalid max versions: {read.max_versions}. Reason: Max versions must be positive.")
+    check_columns_to_get(len(read.columns_to_get), limits.max_columns_to_get)
     if read.time_range is not None and read.time_range[0] >= read.time_range[1]:
         raise ParameterInvalid(f"Invalid time range {read.time_range}: start must be below end.")
     if read.column_filter is not None:

@@ -155,12 +155,17 @@ def _row_change(kind: WriteKind, data: bytes, condition: Any, return_content: An
         if op is None or (kind is WriteKind.PUT and op is not CellOp.PUT):
             raise ParameterInvalid(f"Cell {cell.name!r} has an invalid cell type {cell.cell_type} for {kind.value}.")
         cells.append(CellChange(cell.name, op, cell.value, cell.timestamp))
+    return_type = return_content.return_type
+    return_columns = tuple(return_content.return_column_names)
+    if return_columns and return_type != pb2.RT_AFTER_MODIFY:
+        raise ParameterInvalid("return_column_names can only be given with ReturnType RT_AFTER_MODIFY.")
     return RowChange(
         kind=kind,
         primary_key=row.primary_key,
         cells=cells,
         condition=_condition(condition),
-        return_primary_key=return_content.return_type == pb2.RT_PK,
+        return_primary_key=return_type == pb2.RT_PK,
+        return_columns=return_columns if return_type == pb2.RT_AFTER_MODIFY else None,
     )
 
 
@@ -194,7 +199,7 @@ def _encode_view(view: RowView | None) -> bytes:
 
 def _write_row_result(message: Any, outcome: WriteOutcome) -> None:
     if outcome.primary_key is not None:
-        message.row = encode_row(outcome.primary_key)
+        message.row = encode_row(outcome.primary_key, [PlainCell(n, v, None, ts) for n, v, ts in outcome.cells])
 
 
 # -- tables -------------------------------------------------------------------------------------------------------
@@ -318,7 +323,10 @@ class ProtocolHandler:
         for name, kind in description.defined_columns:
             response.table_meta.defined_column.add(name=name, type=_PB_DEFINED_TYPES[kind])
         _fill_table_state(response, description)
-        return response.SerializeToString()
+        extra = stream_pb2.DescribeTableResponseExtra(
+            table_status=stream_pb2.TABLE_ACTIVE, creation_time=description.created_at_us
+        )
+        return response.SerializeToString() + extra.SerializeToString()
 
     def list_table(self, body: bytes) -> bytes:
         parse(pb2.ListTableRequest, body)
@@ -526,5 +534,6 @@ class ProtocolHandler:
                 add(action_type=record.action, record=record.payload, origin_record=record.origin)
         if batch.next_iterator is not None:
             response.next_shard_iterator = batch.next_iterator
+        response.may_more_record = batch.may_more_record
         _consumed(response.consumed, read=max(1, len(batch.records)))
         return response.SerializeToString()

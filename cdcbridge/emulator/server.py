@@ -1,6 +1,7 @@
 """HTTP front of the emulator (moto's `urls.py` + server): routing, request checks, signed answers, admin JSON.
 
-`POST /<ApiName>` (the last path segment names the API, as the SDK signs only that) runs a Tablestore API:
+`POST /<ApiName>` runs a Tablestore API; the whole path names it, as the service and the SDKs sign it (the Tunnel
+APIs are `/tunnel/create` ..., answered `OTSUnsupportOperation`):
 the request's md5, date window and V2/V4 signature are checked (403 OTSAuthFailed, unsigned, on failure), the
 answer carries x-ots-contentmd5 / -requestid / -date / -contenttype and an Authorization signed the way the SDK
 verifies it. Admin endpoints on the same port take and return JSON and need no signature:
@@ -44,7 +45,7 @@ from cdcbridge.emulator.errors import (
 )
 from cdcbridge.emulator.faults import FaultConfigError, FaultInjector
 from cdcbridge.emulator.journal import JournalError
-from cdcbridge.emulator.model import Limits
+from cdcbridge.emulator.limits import MAX_REQUEST_BODY_BYTES, Limits
 from cdcbridge.emulator.protocol import ProtocolHandler
 from cdcbridge.emulator.signing import (
     RequestVerifier,
@@ -58,8 +59,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8900
 DEFAULT_CREDENTIALS = {"emulator-id": "emulator-secret"}
-#: Requests larger than this are refused with 413 OTSRequestBodyTooLarge.
-MAX_BODY_BYTES = 8 * 1024 * 1024
+#: Requests larger than this are refused with 413 OTSRequestBodyTooLarge (the documented 5 MiB).
+MAX_BODY_BYTES = MAX_REQUEST_BODY_BYTES
 ADMIN_PREFIX = "/_emulator/"
 
 
@@ -120,7 +121,7 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         if length > MAX_BODY_BYTES:
             self.close_connection = True
-            raise EmulatorError(f"The request body exceeds {MAX_BODY_BYTES} bytes.", code="OTSRequestBodyTooLarge")
+            raise EmulatorError("The size of POST data is too large.", code="OTSRequestBodyTooLarge")
         return self.rfile.read(length) if length else b""
 
     def _path(self) -> str:
@@ -151,13 +152,13 @@ class _Handler(BaseHTTPRequestHandler):
             body = self._read_body()
             verified = emulator.verifier.verify(api_name, _lower(self.headers), body)
             if api_name not in emulator.protocol.handlers:
-                raise UnsupportOperation(f"Unsupported operation: {api_name!r}.")
+                raise UnsupportOperation(f"Unsupported operation: '{api_name}'.")
             fault = emulator.faults.pick(api_name)
             if fault is not None:
                 if fault.latency_ms:
                     time.sleep(fault.latency_ms / 1000)
                 if fault.error_code:
-                    raise error_for_code(fault.error_code, fault.error_message or f"Injected {fault.error_code}.")
+                    raise error_for_code(fault.error_code, fault.error_message)
                 if fault.drop_response:
                     self._apply_and_drop(api_name, body)
                     return
@@ -218,7 +219,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path.startswith(ADMIN_PREFIX):
             self._handle_admin("POST")
         else:
-            self._handle_api(path.rstrip("/").rsplit("/", 1)[-1])
+            self._handle_api(_api_name(path))
 
     def _other_verb(self, method: str) -> None:
         if self._path().startswith(ADMIN_PREFIX):
@@ -226,7 +227,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         with contextlib.suppress(EmulatorError):
             self._read_body()
-        api_name = self._path().rstrip("/").rsplit("/", 1)[-1]
+        api_name = _api_name(self._path())
         self._send_ots_error(api_name, MethodNotAllowed("Only POST method for requests is supported."), None)
 
     def do_GET(self) -> None:
@@ -237,6 +238,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_PUT(self) -> None:
         self._other_verb("PUT")
+
+
+def _api_name(path: str) -> str:
+    """The API a path names: all of it after the leading slash (`/tunnel/create` is "tunnel/create")."""
+    return path.strip("/")
 
 
 def _lower(headers: Any) -> dict[str, str]:
@@ -258,6 +264,8 @@ class EmulatorServer:
         credentials: Mapping[str, str] | None = None,
         increments_as_deltas: bool = False,
         *,
+        region: str | None = None,
+        sts_token: str | None = None,
         limits: Limits | None = None,
         clock_us: Callable[[], int] = wall_clock_us,
     ) -> None:
@@ -269,7 +277,10 @@ class EmulatorServer:
         except (OSError, JournalError) as exc:
             raise EmulatorStartError(f"Cannot use data directory {data_dir!r}: {exc}") from exc
         self.protocol = ProtocolHandler(self.backend)
-        self.verifier = RequestVerifier(credentials if credentials is not None else DEFAULT_CREDENTIALS)
+        self.region = region
+        self.verifier = RequestVerifier(
+            credentials if credentials is not None else DEFAULT_CREDENTIALS, region=region, sts_token=sts_token
+        )
         self.faults = FaultInjector(self.protocol.api_names)
         self.stats = ApiStats()
         self.admin_routes: dict[tuple[str, str], Callable[[Any], Any]] = {
@@ -374,9 +385,19 @@ def serve_forever_cli(
     access_key_id: str = "emulator-id",
     access_key_secret: str = "emulator-secret",
     increments_as_deltas: bool = False,
+    region: str | None = None,
+    sts_token: str | None = None,
 ) -> None:
     """Run the emulator in the foreground until SIGINT / SIGTERM, then stop cleanly (final snapshot)."""
-    server = EmulatorServer(host, port, data_dir, {access_key_id: access_key_secret}, increments_as_deltas)
+    server = EmulatorServer(
+        host,
+        port,
+        data_dir,
+        {access_key_id: access_key_secret},
+        increments_as_deltas,
+        region=region,
+        sts_token=sts_token,
+    )
     stop_requested = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
@@ -385,7 +406,8 @@ def serve_forever_cli(
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     server.start()
     print(
-        f"Tablestore emulator listening on {server.url} (access key id {access_key_id!r}, "
+        f"Tablestore emulator listening on {server.url} (access key id {access_key_id!r}"
+        f"{' with an STS token' if sts_token else ''}, region {region or 'any'}, "
         f"data dir {data_dir or 'none: in memory'}, increments as {'deltas' if increments_as_deltas else 'values'})",
         flush=True,
     )

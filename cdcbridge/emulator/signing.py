@@ -3,7 +3,9 @@
 Research notes §1.2-1.3 (VERIFIED recipes): a request is signed over "/<Api>\nPOST\n\n<x-ots-* headers>\n" with
 HMAC-SHA1 of the secret (V2) or HMAC-SHA256 of a derived key (V4, plus the salt "ots"); the response is always
 signed with HMAC-SHA1 over "<x-ots-* headers>\n/<Api>", keyed by the secret (V2) or the same derived key (V4).
-Secrets are used here and never logged.
+Optionally the instance has a region (a V4 signature for another region is refused, as the real service refuses it)
+and STS credentials (every request must carry their token; without them, a request carrying a token is refused).
+Secrets and tokens are used here and never logged nor echoed in errors.
 """
 
 from __future__ import annotations
@@ -76,10 +78,20 @@ def _parse_request_date(text: str) -> float:
 
 
 class RequestVerifier:
-    """Checks md5, date window and signature of a request against known credentials {access key id: secret}."""
+    """Checks md5, date window, STS token and signature of a request against known credentials {access key id:
+    secret}. `region` None accepts V4 signatures for any region; `sts_token` None means permanent credentials."""
 
-    def __init__(self, credentials: Mapping[str, str], *, clock_s: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        credentials: Mapping[str, str],
+        *,
+        region: str | None = None,
+        sts_token: str | None = None,
+        clock_s: Callable[[], float] = time.time,
+    ) -> None:
         self._credentials = dict(credentials)
+        self._region = region or None
+        self._sts_token = sts_token or None
         self._clock_s = clock_s
 
     def verify(self, api_name: str, headers: Mapping[str, str], body: bytes) -> VerifiedRequest:
@@ -103,6 +115,7 @@ class RequestVerifier:
             raise AuthFailed(
                 f"x-ots-date {date} is {int(skew)} s away from the server time (at most {MAX_CLOCK_SKEW_S} s allowed)."
             )
+        self._check_sts_token(headers.get("x-ots-ststoken"))
         string_to_sign = request_signature_string(api_name, headers)
         v4_signature = headers.get("x-ots-signaturev4")
         if v4_signature is not None:
@@ -110,6 +123,11 @@ class RequestVerifier:
             region = headers.get("x-ots-signregion")
             if not sign_date or not region:
                 raise AuthFailed("A V4 signature needs the headers x-ots-signdate and x-ots-signregion.")
+            if self._region is not None and region != self._region:
+                raise AuthFailed(
+                    f"Signature mismatch: the request is signed (V4) for region {region!r}, this instance is in "
+                    f"region {self._region!r}. Set the client's region to {self._region!r}."
+                )
             key = v4_signing_key(secret, sign_date, region)
             expected = _b64_hmac(key, string_to_sign + "ots", "sha256")
             given = v4_signature
@@ -122,6 +140,20 @@ class RequestVerifier:
         if not _same_signature(given, expected):
             raise AuthFailed("Signature mismatch.")
         return VerifiedRequest(access_key_id, key)
+
+    def _check_sts_token(self, token: str | None) -> None:
+        if self._sts_token is None:
+            if token is not None:
+                raise AuthFailed(
+                    "The request carries an STS token (x-ots-ststoken) but the emulator's access key is a permanent "
+                    "one: drop the token from the client, or start the emulator with --sts-token."
+                )
+            return
+        if token is None or not _same_signature(token, self._sts_token):
+            raise AuthFailed(
+                "The STS token (x-ots-ststoken) is missing or is not the emulator's --sts-token: temporary "
+                "credentials are valid only together with their own token."
+            )
 
 
 def _same_signature(given: str, expected: str) -> bool:

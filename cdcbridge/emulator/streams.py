@@ -110,8 +110,11 @@ class StreamDescription:
 
 @dataclass(frozen=True, slots=True)
 class RecordBatch:
+    """One GetStreamRecord answer; `may_more_record` says whether records beyond this page wait already."""
+
     records: list[StreamRecord]
     next_iterator: str | None
+    may_more_record: bool = False
 
 
 def encode_iterator(stream_id: str, shard_id: str, offset: int) -> str:
@@ -291,7 +294,8 @@ class Stream:
         next_offset = offset + len(records)
         if not shard.is_open and next_offset == shard.end_offset:
             return RecordBatch(records, None)
-        return RecordBatch(records, encode_iterator(self.stream_id, shard_id, next_offset))
+        more = next_offset < shard.end_offset
+        return RecordBatch(records, encode_iterator(self.stream_id, shard_id, next_offset), more)
 
 
 def validate_expiration_hours(hours: int | None) -> int:

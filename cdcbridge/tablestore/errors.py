@@ -121,6 +121,7 @@ THROTTLING_CODES = frozenset(
         "OTSCapacityUnitExhausted",
         "OTSQuotaExhausted",
         "OTSOperationThrottled",
+        "OTSTooFrequentReservedThroughputAdjustment",
     }
 )
 BUSY_CODES = frozenset(
@@ -132,6 +133,7 @@ BUSY_CODES = frozenset(
         "OTSInternalServerError",
         "OTSTableNotReady",
         "OTSRequestTimeout",
+        "OTSRowOperationConflict",
     }
 )
 _NOT_FOUND_WORDS = re.compile(r"not\s+exist|does\s+not|not\s+found|unknown|no\s+such", re.IGNORECASE)

@@ -1,9 +1,13 @@
-"""Retry policy for clients that read streams: stream reads are repeatable, condition failures never retried.
+"""Retry policy of our Tablestore clients: every throttling, quota and busy answer is retried with back-off; an
+answer that leaves a write's outcome unknown is retried for reads only; condition failures never.
 
-The SDK's DefaultRetryPolicy retries timeouts and 5xx only for the APIs it lists as repeatable, and the stream APIs
-are not among them (the SDK has none). Reading a stream changes nothing on the server, so, like the Go SDK, we retry
-those reads on timeouts and server errors too. Writes keep the SDK's cautious rules: a timed-out write may have been
-applied, so retrying it blindly could apply it twice.
+The service's error-code page sorts its codes in two kinds we act on differently:
+- "not executed, try later" (throttling, quotas, busy partitions, row conflicts, tables not ready): retried for every
+  API, writes included, since nothing was applied. The SDKs retry only part of them (the Python and Java SDKs leave
+  OTSFlowControl, OTSCapacityUnitExhausted and most OTSQuotaExhausted answers to the caller).
+- "it may or may not have happened" (OTSTimeout, OTSServerUnavailable, OTSInternalServerError, other 5xx): retried
+  for reads, stream reads included (the SDK's repeatable list has no stream API; the Go SDK retries them too). A
+  write keeps the SDK's caution: it may have been applied, and repeating an increment would apply it twice.
 """
 
 from __future__ import annotations
@@ -30,12 +34,37 @@ NEVER_RETRIED_CODES = frozenset(
     }
 )
 
-#: Throttling the SDK does not list (flow control answers HTTP 429); safe to retry for every API.
-EXTRA_THROTTLING_CODES = frozenset({"OTSFlowControl", "OTSCapacityUnitExhausted"})
+#: Throttling and quota answers: the service refused the request before doing anything; back off longer.
+THROTTLED_CODES = frozenset(
+    {
+        "OTSFlowControl",
+        "OTSServerBusy",
+        "OTSQuotaExhausted",
+        "OTSCapacityUnitExhausted",
+        "OTSNotEnoughCapacityUnit",
+        "OTSTooFrequentReservedThroughputAdjustment",
+        "OTSOperationThrottled",
+    }
+)
+
+#: Retried for every API: the request was not executed and will succeed later.
+RETRIED_FOR_EVERY_API = THROTTLED_CODES | {
+    "OTSPartitionUnavailable",
+    "OTSRowOperationConflict",
+    "OTSOperationConflict",
+    "OTSTableNotReady",
+}
+
+#: Retried for reads only: the outcome of a write is unknown.
+RETRIED_FOR_READS = frozenset({"OTSTimeout", "OTSServerUnavailable", "OTSInternalServerError", "OTSRequestTimeout"})
+
+#: OTSQuotaExhausted with this message is the table count, which waiting does not change (not retryable).
+_PERMANENT_QUOTA_MESSAGE = "Number of tables"
 
 
 class StreamRetryPolicy(DefaultRetryPolicy):
-    """DefaultRetryPolicy plus: stream reads are repeatable, flow control is retried, some codes never are.
+    """DefaultRetryPolicy plus: every throttling / busy code is retried, stream reads are repeatable, some codes never
+    are.
 
     `max_retry_times` bounds the retries of one call, `max_retry_delay` (seconds) caps one back-off; `jitter` returns
     a float in [0, 1) and is injectable so tests get exact delays.
@@ -56,16 +85,22 @@ class StreamRetryPolicy(DefaultRetryPolicy):
         return api_name in STREAM_READ_APIS or RetryUtil.is_repeatable_api(api_name)
 
     def should_retry(self, retry_times: int, exception: OTSServiceError, api_name: str) -> bool:
-        if exception.code in NEVER_RETRIED_CODES:
+        if exception.code in NEVER_RETRIED_CODES or _is_permanent_quota(exception):
             return False
         if self._max_retry_time_reached(retry_times, exception, api_name):
             return False
-        if exception.code in EXTRA_THROTTLING_CODES:
+        if exception.code in RETRIED_FOR_EVERY_API:
+            return True
+        if exception.code in RETRIED_FOR_READS and self.is_repeatable_api(api_name):
             return True
         return self._can_retry(retry_times, exception, api_name)
 
     def get_retry_delay(self, retry_times: int, exception: OTSServiceError, api_name: str) -> float:
-        throttled = exception.code in EXTRA_THROTTLING_CODES or RetryUtil.is_server_throttling_exception(exception)
+        throttled = exception.code in THROTTLED_CODES or RetryUtil.is_server_throttling_exception(exception)
         factor = self.server_throttling_exception_delay_factor if throttled else self.stability_exception_delay_factor
         limit = min(factor * self.scale_factor**retry_times, self.max_retry_delay)
         return limit * 0.5 + limit * 0.5 * self._jitter()
+
+
+def _is_permanent_quota(exception: OTSServiceError) -> bool:
+    return exception.code == "OTSQuotaExhausted" and (exception.message or "").startswith(_PERMANENT_QUOTA_MESSAGE)

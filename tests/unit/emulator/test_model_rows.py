@@ -16,8 +16,6 @@ from cdcbridge.emulator.errors import (
     ConditionCheckFail,
     InvalidPK,
     ObjectNotExist,
-    OutOfColumnCountLimit,
-    OutOfRowSizeLimit,
     ParameterInvalid,
 )
 from cdcbridge.emulator.keys import PkType, PrimaryKeyColumn
@@ -242,11 +240,11 @@ def test_auto_increment_primary_key(instance: Instance, clock: Clock) -> None:
 
 
 def test_row_size_and_column_count_limits(clock: Clock) -> None:
-    instance = Instance(limits=Limits(max_row_bytes=100, max_columns_per_write=3))
+    instance = Instance(limits=Limits(max_request_data_bytes=100, max_columns_per_write=3))
     make_table(instance, stream_hours=None)
-    with pytest.raises(OutOfRowSizeLimit):
+    with pytest.raises(ParameterInvalid, match="total data size of PutRow request"):
         put(instance, 1, clock.tick(), a="x" * 101)
-    with pytest.raises(OutOfColumnCountLimit):
+    with pytest.raises(ParameterInvalid, match="number of attribute columns"):
         put(instance, 1, clock.tick(), a=1, b=2, c=3, d=4)
     put(instance, 1, clock.tick(), a="x" * 50)
 

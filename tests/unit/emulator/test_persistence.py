@@ -111,3 +111,16 @@ def test_unreadable_snapshot_names_the_file(tmp_path: Path) -> None:
     (tmp_path / "snapshot-00000001.pickle").write_bytes(b"not a pickle")
     with pytest.raises(JournalError, match=r"snapshot-00000001\.pickle"):
         Journal(tmp_path).load()
+
+
+def test_journaled_row_changes_from_before_return_columns_replay_with_the_default() -> None:
+    import pickle
+
+    from cdcbridge.emulator.model import RowChange, WriteKind
+
+    change = RowChange(WriteKind.PUT, [("id", 1)])
+    change.__setstate__((None, {"kind": WriteKind.PUT, "primary_key": [("id", 1)], "cells": []}))  # an older pickle
+    assert change.return_columns is None and change.return_primary_key is False
+    assert pickle.loads(
+        pickle.dumps(RowChange(WriteKind.UPDATE, [("id", 1)], return_columns=("n",)))
+    ).return_columns == ("n",)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -124,3 +125,36 @@ def test_admin_errors_are_json(admin: EmulatorAdmin) -> None:
             admin.request("POST", route, body)
         assert (raised.value.status, raised.value.code) == (status, code)  # read from the JSON error body
     assert admin.health()["status"] == "ok"
+
+
+def test_describe_table_sends_status_and_creation_time(raw: OTSClient) -> None:
+    """SDK 4.x (what tablestore-streamclient 1.0.0 declares) requires table_status; 5.x reads creation_time (µs)."""
+    before_us = time.time_ns() // 1000
+    create_streamed_table(raw, "described")
+    response = raw._request_helper("DescribeTable", pb2.DescribeTableRequest(table_name="described"))
+    extra = recast(response, stream_pb2.DescribeTableResponseExtra)
+    assert extra.HasField("table_status") and extra.table_status == stream_pb2.TABLE_ACTIVE
+    assert before_us - 1_000_000 <= extra.creation_time <= time.time_ns() // 1000
+    assert extra.creation_time == recast(response, stream_pb2.DescribeTableResponseExtra).creation_time
+
+
+def test_get_stream_record_says_whether_more_records_wait(raw: OTSClient, client: OTSClient) -> None:
+    create_streamed_table(raw, "paged")
+    for key in range(3):
+        client.put_row("paged", Row([("id", key)], [("v", key)]))
+    details = describe_stream_details(raw, "paged")
+    (shard,) = raw._request_helper(
+        "DescribeStream", stream_pb2.DescribeStreamRequest(stream_id=details.stream_id)
+    ).shards
+    iterator = raw._request_helper(
+        "GetShardIterator", stream_pb2.GetShardIteratorRequest(stream_id=details.stream_id, shard_id=shard.shard_id)
+    ).shard_iterator
+    pages = []
+    for _ in range(3):
+        page = raw._request_helper(
+            "GetStreamRecord", stream_pb2.GetStreamRecordRequest(shard_iterator=iterator, limit=2)
+        )
+        assert page.HasField("may_more_record")
+        pages.append((len(page.stream_records), page.may_more_record))
+        iterator = page.next_shard_iterator
+    assert pages == [(2, True), (1, False), (0, False)]

@@ -8,7 +8,7 @@ from tablestore.error import OTSServiceError
 from cdcbridge.tablestore.client import StreamClient
 from cdcbridge.tablestore.errors import ServerBusyError, ThrottledError
 from cdcbridge.tablestore.proto import stream_pb2
-from cdcbridge.tablestore.retry import StreamRetryPolicy
+from cdcbridge.tablestore.retry import RETRIED_FOR_EVERY_API, THROTTLED_CODES, StreamRetryPolicy
 from tests.unit.tablestore.fake_tablestore import FakeTablestore, error_reply, ok
 
 
@@ -39,9 +39,7 @@ def test_writes_are_not_retried_on_timeouts(policy: StreamRetryPolicy, api: str)
 
 
 @pytest.mark.parametrize("api", ["GetStreamRecord", "PutRow", "UpdateRow"])
-@pytest.mark.parametrize(
-    "code", ["OTSServerBusy", "OTSRowOperationConflict", "OTSPartitionUnavailable", "OTSFlowControl"]
-)
+@pytest.mark.parametrize("code", sorted(RETRIED_FOR_EVERY_API))
 def test_busy_and_throttled_answers_are_retried_for_every_api(policy: StreamRetryPolicy, api: str, code: str) -> None:
     assert policy.should_retry(0, _error(code, 429 if code == "OTSFlowControl" else 503), api)
 
@@ -55,6 +53,17 @@ def test_definitive_answers_are_never_retried_even_with_a_5xx_status(
     policy: StreamRetryPolicy, code: str, api: str
 ) -> None:
     assert not policy.should_retry(0, _error(code, 503), api)
+
+
+def test_a_table_count_quota_is_never_retried(policy: StreamRetryPolicy) -> None:
+    assert not policy.should_retry(0, _error("OTSQuotaExhausted", 403, "Number of tables exceeds the quota:64."), "X")
+    assert policy.should_retry(0, _error("OTSQuotaExhausted", 403, "Too frequent table operations."), "CreateTable")
+
+
+@pytest.mark.parametrize("code", sorted(THROTTLED_CODES))
+def test_every_throttling_code_backs_off_like_throttling(code: str) -> None:
+    policy = StreamRetryPolicy(max_retry_delay=10.0, jitter=lambda: 1.0)
+    assert policy.get_retry_delay(1, _error(code, 403), "PutRow") == pytest.approx(1.0)  # 0.5 s · 2¹
 
 
 def test_retries_stop_at_the_limit(policy: StreamRetryPolicy) -> None:

@@ -87,3 +87,36 @@ def test_unknown_component_is_refused(dirs: Path) -> None:
 def test_optional_components_are_known_but_not_fetched_with_the_others() -> None:
     assert "s3a" in artifacts.OPTIONAL_COMPONENTS and "s3a" not in artifacts.COMPONENTS
     assert (Path(artifacts.__file__).parents[3] / "deploy" / "s3a" / "pom.xml").exists()
+
+
+def test_a_multi_module_build_rebuilds_when_a_module_source_changes(
+    dirs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The conformance suite is a parent pom with modules (sdk5, sdk4) sharing common/ (sources, no pom)."""
+    calls = _fake_mvn(dirs, monkeypatch)
+    suite = dirs / "tests" / "java"
+    module_source = suite / "sdk5" / "src" / "main" / "java" / "Check.java"
+    module_source.parent.mkdir(parents=True)
+    (suite / "pom.xml").write_text("<project><modules/></project>")
+    (suite / "sdk5" / "pom.xml").write_text("<project/>")
+    module_source.write_text("class Check {}")
+    shared_source = suite / "common" / "src" / "main" / "java" / "Shared.java"
+    shared_source.parent.mkdir(parents=True)
+    shared_source.write_text("class Shared {}")
+    monkeypatch.setitem(artifacts.TEST_COMPONENTS, "conformance", suite / "pom.xml")
+    artifacts.ensure_component("conformance")
+    artifacts.ensure_component("conformance")
+    assert len(calls) == 1
+    module_source.write_text("class Check { int changed; }")
+    artifacts.ensure_component("conformance")
+    (suite / "sdk5" / "pom.xml").write_text("<project><!-- new dependency --></project>")
+    artifacts.ensure_component("conformance")
+    shared_source.write_text("class Shared { int changed; }")
+    artifacts.ensure_component("conformance")
+    assert len(calls) == 4
+    assert calls[0][calls[0].index("-f") + 1] == str(suite / "pom.xml")
+
+
+def test_the_conformance_suite_is_a_test_component_of_the_checkout() -> None:
+    assert artifacts.available_test_components() == ("conformance",)
+    assert "conformance" not in artifacts.COMPONENTS
