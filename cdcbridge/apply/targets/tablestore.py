@@ -4,7 +4,7 @@ Target table ``<apply.tablestore_table_prefix><table>`` (created with the source
 when missing): the attribute columns with their native types, ``_versions`` (JSON text column → version ms: the
 cells' own timestamps are the target's write time, not the source version), ``_seq``, ``_deleted``, ``_source_ts``.
 
-Each changed row is one PutRow of its whole folded state inside BatchWriteRow (≤ 200 rows per call), with the
+Each changed row is one PutRow of its whole folded state inside BatchWriteRow (≤ 200 rows and 4 MiB per call), with the
 guard as the write condition ``_seq < new seq, or no _seq`` (``SingleColumnCondition(pass_if_missing=True)``):
 a row failing it is already newer (a stale replay) and is not an error. Rows that fail for another reason
 (throttling, a server error) are retried with backoff; a row still failing stops the batch. There is no
@@ -47,8 +47,9 @@ from cdcbridge.apply.targets.column_types import RESERVED_COLUMNS
 from cdcbridge.apply.targets.dead_letters import dead_letter_row
 from cdcbridge.config import BridgeConfig
 
-#: BatchWriteRow and BatchGetRow limits of the service.
+#: BatchWriteRow and BatchGetRow limits of the service (rows per call; data bytes per BatchWriteRow).
 WRITE_BATCH_ROWS = 200
+WRITE_BATCH_BYTES = 4 * 1024 * 1024
 READ_BATCH_ROWS = 100
 PROGRESS_TABLE = "_apply_progress"
 CONDITION_FAILED = "OTSConditionCheckFail"
@@ -58,6 +59,37 @@ _TABLE_NOT_FOUND = "OTSObjectNotExist"
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def _value_bytes(value: Any) -> int:
+    """A value's size as the service counts a request's data: UTF-8 strings, raw bytes, 8 for numbers."""
+    if isinstance(value, str):
+        return len(value.encode("utf-8"))
+    if isinstance(value, bytes | bytearray):
+        return len(value)
+    return 1 if isinstance(value, bool) else 8
+
+
+def item_data_bytes(item: PutRowItem) -> int:
+    """The data one PutRow item adds to a BatchWriteRow: its key and column names and values."""
+    columns = [*item.row.primary_key, *(item.row.attribute_columns or [])]
+    return sum(len(column[0]) + _value_bytes(column[1]) for column in columns)
+
+
+def write_chunks(items: Sequence[PutRowItem]) -> Iterator[list[PutRowItem]]:
+    """Consecutive chunks of at most WRITE_BATCH_ROWS rows and WRITE_BATCH_BYTES of data (a row larger than that
+    alone goes in a chunk of its own, and the service's error names it)."""
+    chunk: list[PutRowItem] = []
+    size = 0
+    for item in items:
+        item_size = item_data_bytes(item)
+        if chunk and (len(chunk) == WRITE_BATCH_ROWS or size + item_size > WRITE_BATCH_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(item)
+        size += item_size
+    if chunk:
+        yield chunk
 
 
 def _pk_type(value: PkValue) -> str:
@@ -280,9 +312,10 @@ class TablestoreTarget(ApplyTarget):
         self._pk.pop(table, None)
 
     def _batch_write(self, table: str, items: list[PutRowItem]) -> int:
-        """Write in chunks of ≤ 200; retry rows that failed other than by the guard; returns rows written."""
+        """Write in chunks of ≤ 200 rows and ≤ 4 MiB; retry rows that failed other than by the guard; returns rows
+        written."""
         written = 0
-        for chunk in _chunks(items, WRITE_BATCH_ROWS):
+        for chunk in write_chunks(items):
             pending = list(chunk)
             for attempt in range(1, self.max_attempts + 1):
                 request = BatchWriteRowRequest()

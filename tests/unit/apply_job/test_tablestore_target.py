@@ -1,5 +1,5 @@
-"""The Tablestore target's BatchWriteRow loop without a server: chunks of ≤ 200, guard failures are not errors,
-other failed rows are retried, and a row that keeps failing stops the batch."""
+"""The Tablestore target's BatchWriteRow loop without a server: chunks of ≤ 200 rows and ≤ 4 MiB, guard failures
+are not errors, other failed rows are retried, and a row that keeps failing stops the batch."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ from cdcbridge.apply.core.model import ColumnValue, TargetRow
 from cdcbridge.apply.errors import TargetError
 from cdcbridge.apply.targets.tablestore import (
     CONDITION_FAILED,
+    WRITE_BATCH_BYTES,
     TablestoreTarget,
     guard_condition,
+    item_data_bytes,
     row_attributes,
     row_from_columns,
     sdk_client,
@@ -58,6 +60,21 @@ def test_rows_are_written_in_chunks_of_200_and_failed_rows_retried() -> None:
     assert client.calls[1] == [3] and client.calls[2] == [3]
     assert written == 450 - 1  # row 7 failed the guard: already newer, not an error
     assert len(sleeps) == 2
+
+
+def test_large_rows_are_split_so_no_batch_write_carries_more_than_4_mib() -> None:
+    from tablestore import PutRowItem, Row
+
+    client = FakeClient([])
+    target = TablestoreTarget(client, sleep=lambda _: None)
+    # 1.5 MiB per row (a 1.5 MiB string and two characters' worth of names and key): two rows fit, a third does not.
+    big = "é" * (768 * 1024)
+    items = [PutRowItem(Row([("id", i)], [("a", big)]), guard_condition("1")) for i in range(5)]
+    assert item_data_bytes(items[0]) == len("id") + 8 + len("a") + 1536 * 1024
+    written = target._batch_write("t", items)
+    assert client.calls == [[0, 1], [2, 3], [4]]
+    assert written == 5
+    assert all(sum(item_data_bytes(items[i]) for i in call) <= WRITE_BATCH_BYTES for call in client.calls)
 
 
 def test_a_row_that_keeps_failing_stops_the_batch() -> None:
