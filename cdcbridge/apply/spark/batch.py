@@ -161,7 +161,7 @@ class SparkBatchApplier:
                 case_conflicts=row["case_conflicts"],
                 errors=row["errors"],
                 source_ts_quantiles=tuple(int(ts) for ts in row["ts_quantiles"] or () if ts is not None),
-                rows=folded.where((F.col("table") == row["table"]) & changed).select("pk", "row"),
+                rows=folded.where((F.col("table") == row["table"]) & changed).select("pk", "row", "file"),
                 files=frozenset(row["files"]),
             )
         return head, tables

@@ -36,6 +36,15 @@ Delta records the operation as WRITE), which spares the MERGE's scan for the fil
 stored row with the source. The fold already applied the guard to the rows it read, so this happens only while the
 table is still at that version, and never for a table that keeps a change data feed (which must record each row's
 change). Above the bound a batch always MERGEs, so no batch rewrites a large table.
+
+Above the bound, while the table is still at the version the fold read, the batch is split by what the fold read:
+its rows with new keys (the fold named no file for them) are appended first, then its stored rows are MERGEd with
+an update clause only, the source broadcast (up to :data:`MERGE_BROADCAST_MAX_ROWS` rows). A MERGE that also inserts
+joins source and table with an outer join, so Spark shuffles and sorts the whole table (a 100k batch into 10M rows:
+115 s); with updates only the join is an inner one with the batch broadcast and the table streamed past it (31 s).
+The append carries no marker; the MERGE, the last commit, carries it. A batch cut short between the two is re-run
+from Kafka: its fold then reads the appended rows as stored at their own seq, so their operations are stale and
+only the stored rows are written again.
 """
 
 from __future__ import annotations
@@ -80,6 +89,8 @@ CHANGE_FEED_PROPERTY = "delta.enableChangeDataFeed"
 DELETION_VECTORS_PROPERTY = "delta.enableDeletionVectors"
 #: Largest table (bytes of its files) a batch that changes a row in every file replaces instead of MERGEing.
 OVERWRITE_MAX_BYTES = 64 * 2**20
+#: Most changed rows a MERGE of stored rows only broadcasts (the driver builds the broadcast in its own heap).
+MERGE_BROADCAST_MAX_ROWS = 500_000
 #: Rows per data file at most: bounded files keep what rewrites files (see the module docstring) bounded too.
 MAX_RECORDS_PER_FILE = 1_000_000
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
@@ -359,6 +370,8 @@ class DeltaTarget(SparkFoldTarget):
                 self._append(table, source, marker)
             elif self._overwrite_is_cheaper(folded):
                 self._overwrite(table, source, shape.pk, marker)
+            elif self._split_by_stored_rows(folded):
+                self._append_new_then_merge_stored(table, folded, shape, marker)
             else:
                 self._guarded_merge(table, source, shape.pk, marker)
             written[table] = folded.rows_changed
@@ -395,6 +408,32 @@ class DeltaTarget(SparkFoldTarget):
             return False
         return int(self._snapshot(self.path(folded.table)).version()) == read.version
 
+    def _split_by_stored_rows(self, folded: FoldedTable) -> bool:
+        """Whether the batch is written as an append of its new rows and an update-only MERGE of its stored ones:
+        the table is above the overwrite bound (a large one, which the MERGE's outer join would shuffle whole) and
+        still at the version the fold read, so the rows the fold found no file for are still new."""
+        read = self._fold_reads.get(folded.table)
+        if read is None or read.size_bytes <= self.overwrite_max_bytes:
+            return False
+        return int(self._snapshot(self.path(folded.table)).version()) == read.version
+
+    def _append_new_then_merge_stored(
+        self, table: str, folded: FoldedTable, shape: _TableShape, marker: BatchMarker
+    ) -> None:
+        """Append the folded rows with new keys (no file), then MERGE the stored ones (update only, under the
+        batch's marker, the source broadcast when small enough); see the module docstring for why and for a batch
+        cut short between the two commits."""
+        from pyspark.sql import functions as F
+
+        columns = _for_shape(self._source_columns, table, shape, _merge_source_columns)
+        new = folded.rows.where(F.col("file").isNull()).select(*columns)
+        if not new.isEmpty():
+            new.write.format("delta").mode("append").save(self.path(table))
+        stored = folded.rows.where(F.col("file").isNotNull()).select(*columns)
+        if folded.rows_changed <= MERGE_BROADCAST_MAX_ROWS:
+            stored = F.broadcast(stored)
+        self._guarded_merge(table, stored, shape.pk, marker, insert=False)
+
     def _append_dead_letters(self, batch: TargetBatch) -> None:
         rows = [_json_row(dead_letter_row(letter, batch.marker)) for letter in batch.dead_letters]
         (
@@ -418,21 +457,22 @@ class DeltaTarget(SparkFoldTarget):
 
     # --- helpers ------------------------------------------------------------------------------------------------
 
-    def _guarded_merge(self, table: str, source: DataFrame, pk: Iterable[str], marker: BatchMarker) -> None:
-        """MERGE `source` into the table by primary key, updating only where the guard says the source is newer,
-        committed with the batch's txn marker."""
+    def _guarded_merge(
+        self, table: str, source: DataFrame, pk: Iterable[str], marker: BatchMarker, *, insert: bool = True
+    ) -> None:
+        """MERGE `source` into the table by primary key, updating only where the guard says the source is newer
+        (and inserting the rows it does not hold, unless `insert` is off), committed with the batch's txn marker."""
         from delta.tables import DeltaTable
 
         on = " AND ".join(f"t.{quote(name)} = s.{quote(name)}" for name in pk)
         with self._txn(marker):
-            (
+            merge = (
                 DeltaTable.forPath(self.spark, self.path(table))
                 .alias("t")
                 .merge(source.alias("s"), on)
                 .whenMatchedUpdateAll(condition=GUARD)
-                .whenNotMatchedInsertAll()
-                .execute()
             )
+            (merge.whenNotMatchedInsertAll() if insert else merge).execute()
 
     def _overwrite(self, table: str, source: DataFrame, pk: Iterable[str], marker: BatchMarker) -> None:
         """Replace the table with its rows not in `source` plus `source`, committed with the batch's txn marker:
