@@ -19,6 +19,7 @@ from functools import partial
 
 from cdcbridge.bridge.end_time import watch_end_time
 from cdcbridge.bridge.gc_tuning import tune_for_throughput
+from cdcbridge.bridge.on_trimmed import TableTrimPolicy
 from cdcbridge.bridge.partition_watch import PartitionWatch
 from cdcbridge.bridge.processor import BridgeContext, BridgeProcessor
 from cdcbridge.bridge.row_lookup import SourceRowReader
@@ -129,6 +130,7 @@ def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) ->
             worker_id=worker_id, stream_id=rt.stream_id, store=store,
             stream=TablestoreStreamAccess(streams, rt.table.name),
             processor_factory=lambda context=context: BridgeProcessor(context), settings=config.coordination,
+            trim_policy=TableTrimPolicy(rt.table.name, rt.table.on_trimmed, worker_id, context.stream_start),
         )  # fmt: skip
     if config.bridge.end_time is not None:
         watch_end_time(streams, store.list_leases, table_streams, config.bridge, stop)
