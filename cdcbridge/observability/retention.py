@@ -115,12 +115,12 @@ class RetentionWatch:
     ) -> None:  # fmt: skip
         where = f"table {table} shard {shard} (owner {owner})"
         if level is RetentionLevel.OK:
-            log.info("%s: its oldest unread record is %s old again, %.0f%% of the stream's %s expiration",
+            log.info("%s: its oldest unread record is %s old again, %.1f%% of the stream's %s expiration",
                      where, _duration(age_seconds), ratio * 100, _duration(expiration_seconds))  # fmt: skip
             return
         log.log(
             level,
-            "%s: its oldest unread record is %s old, %.0f%% of the stream's %s expiration (%s threshold %.0f%%); "
+            "%s: its oldest unread record is %s old, %.1f%% of the stream's %s expiration (%s threshold %g%%); "
             "at 100%% unread records are trimmed and lost. What to do: %s",
             where, _duration(age_seconds), ratio * 100, _duration(expiration_seconds), level.name,
             (self._thresholds.error_share if level is RetentionLevel.ERROR else self._thresholds.warning_share) * 100,

@@ -118,7 +118,7 @@ def test_stop_halts_continue_counts_and_the_stalled_share_rises(
         assert rising > ratio
         assert _total(_samples(url), "cdcbridge_shard_retention_used_ratio", table=CONTINUE_TABLE) == 0
         assert _total(samples, "cdcbridge_shard_oldest_unread_age_seconds", table=STOP_TABLE) > 0
-        second.wait_for_log(r"oldest unread record is .* old, .* WARNING threshold", timeout=60)
+        second.wait_for_log(r"oldest unread record is .* old, .*WARNING threshold", timeout=60)
 
         status = collect_status(load_config(config_path))
         text = render_text(status)

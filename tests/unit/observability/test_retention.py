@@ -58,7 +58,7 @@ def test_crossings_are_logged_once_each_with_shard_owner_and_advice(caplog: pyte
     assert [r.levelno for r in records] == [logging.WARNING, logging.ERROR]
     message = records[1].getMessage()
     assert "table orders shard s0 (owner w1)" in message
-    assert "83% of the stream's 24.0 h expiration" in message
+    assert "83.3% of the stream's 24.0 h expiration (ERROR threshold 80%)" in message
     assert "add bridge workers" in message and "Kafka" in message and "expiration" in message
     assert watch.level_of("orders", "s0") is RetentionLevel.ERROR
 
