@@ -275,8 +275,8 @@ class ProcessTask:
             ctx.stats.add("halted_shards")
             ctx.stats.shard(ctx.shard_id).set_halted(True)
         if inc.halted_reads == 1 or inc.halted_reads % 10 == 0:
-            log.error("shard %s halted by its trim policy (%d read(s) refused): %s",
-                      ctx.shard_id, inc.halted_reads, trimmed.lost_range())  # fmt: skip
+            log.warning("shard %s halted by its trim policy (%d read(s) refused; the policy logs why and the fix): "
+                        "%s are lost", ctx.shard_id, inc.halted_reads, trimmed.lost_range())  # fmt: skip
         return TaskOutcome(retry_after=HALTED_RETRY_SECONDS)
 
     def _read_from_oldest(self, what: str) -> TaskOutcome:
