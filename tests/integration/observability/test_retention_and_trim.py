@@ -2,7 +2,8 @@
 admin): the `stop` table's shard halts with the error naming shard, table, owner and fix and produces nothing after
 the gap; the `continue` table's shard goes on from the oldest retained record and counts the trimmed read. The halted
 shard is a stalled one: its share of retention used rises from scrape to scrape, the retention WARNING is logged once
-(shares set tiny, the stream keeps 24 h), and `cdcbridge status` shows the trimmed checkpoint."""
+(shares set tiny, the stream keeps 24 h), and `cdcbridge status` shows the trimmed checkpoint. The fix the error
+names works: after `cdcbridge snapshot` the halted shard continues."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from cdcbridge.emulator.server import EmulatorServer
 from cdcbridge.harness.emulator_admin import EmulatorAdmin
 from cdcbridge.harness.processes import BridgeWorkerProcess
 from cdcbridge.harness.stack.stack import StackEndpoints
+from cdcbridge.snapshot.runner import run_snapshot
 from tests.integration.bridge.workers import wait_until, write_config
 from tests.integration.bridge_helpers import create_stream_table, ots_client
 
@@ -143,3 +145,20 @@ def test_stop_halts_continue_counts_and_the_stalled_share_rises(
     assert by_table[STOP_TABLE].trimmed and not by_table[CONTINUE_TABLE].trimmed
     assert by_table[CONTINUE_TABLE].retention_used == 0
     assert "TRIMMED" in text and "RETAIN" in text
+
+    # 4. The fix the error names: with the workers stopped, a snapshot of the tables; the halted shard then continues
+    # (the snapshot holds the lost changes) and later changes flow again.
+    [done] = [r for r in run_snapshot(load_config(config_path)) if r.table == STOP_TABLE]
+    assert done.rows == BEFORE + LOST + AFTER
+    third = BridgeWorkerProcess(config_path, "retention-3", tmp_path / "third.log").start()
+    try:
+        url = _metrics_url(third)
+        third.wait_for_log(f"table {STOP_TABLE} shard .*: records after its checkpoint were trimmed, but a snapshot")
+        _write(ots, 100, 2)
+        wait_until(lambda: _total(_samples(url), "cdcbridge_messages_acked_total", topic=mutation[STOP_TABLE]) == 2,
+                   120, "the changes after the snapshot acked", third.log)  # fmt: skip
+        assert _total(_samples(url), "cdcbridge_shard_halted", table=STOP_TABLE) == 0
+    finally:
+        third.stop()
+    assert third.returncode == 0, third.log()[-4000:]
+    assert "DATA LOST BY TRIM" not in third.log()
