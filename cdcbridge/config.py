@@ -37,11 +37,38 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class OnTrimmed(StrEnum):
+    """What a shard does when the stream's retention trimmed records it had not read yet."""
+
+    #: Halt the shard at its checkpoint with an error naming the fix (re-export the table, then restart).
+    STOP = "stop"
+    #: Resume from the oldest retained record; the loss is logged as an ERROR and counted (a metric).
+    CONTINUE = "continue"
+    #: Re-snapshot the shard's key range by itself: needs incremental snapshots (issue #31 part 1), not built yet.
+    RESNAPSHOT = "resnapshot"
+
+
 class TableConfig(BridgeTableFormat):
     """One source table: what to publish and into how many partitions (fixed once the topic exists)."""
 
     name: str = Field(min_length=1, description="Tablestore table name")
     partitions: int = Field(6, ge=1, le=10_000, description="partitions of the table's topics when created")
+    #: `stop` by default until `resnapshot` exists: losing records must never be silent, and `continue` would
+    #: produce the records after the gap as if nothing were missing.
+    on_trimmed: OnTrimmed = Field(
+        OnTrimmed.STOP, description="on records trimmed before they were read: stop (halt the shard) or continue"
+    )
+
+    @field_validator("on_trimmed")
+    @classmethod
+    def _resnapshot_not_built(cls, value: OnTrimmed) -> OnTrimmed:
+        if value is OnTrimmed.RESNAPSHOT:
+            raise ValueError(
+                "on_trimmed: resnapshot needs incremental snapshots, which this version does not have yet; use "
+                "`stop` (halt the shard, then re-export the table with `cdcbridge snapshot` and restart) or "
+                "`continue` (resume after the gap, the loss logged and counted)"
+            )
+        return value
 
 
 class SourceConfig(_Section):
@@ -307,6 +334,25 @@ class ObservabilityConfig(_Section):
     metrics_host: str = Field("127.0.0.1", description="address of the metrics endpoint")
     log_format: str = Field("text", pattern=r"^(text|json)$", description="text or json")
     log_level: str = Field("INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$", description="DEBUG, INFO, WARNING, ERROR")
+    retention_warning_share: float = Field(
+        0.5, gt=0, lt=1, description="WARNING when a shard's oldest unread record is older than this share of the "
+        "stream's expiration"
+    )  # fmt: skip
+    retention_error_share: float = Field(
+        0.8, gt=0, lt=1, description="ERROR past this share (records are trimmed, i.e. lost, at 1.0)"
+    )
+    retention_log_repeat_seconds: float = Field(
+        600.0, gt=0, description="while a shard stays past a threshold, its log line is repeated this often"
+    )
+
+    @model_validator(mode="after")
+    def _warning_before_error(self) -> ObservabilityConfig:
+        if self.retention_warning_share >= self.retention_error_share:
+            raise ValueError(
+                f"observability.retention_warning_share ({self.retention_warning_share}) must be below "
+                f"retention_error_share ({self.retention_error_share})"
+            )
+        return self
 
 
 def _require_timezone(value: datetime | None) -> datetime | None:

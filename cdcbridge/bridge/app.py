@@ -19,6 +19,7 @@ from functools import partial
 
 from cdcbridge.bridge.end_time import watch_end_time
 from cdcbridge.bridge.gc_tuning import tune_for_throughput
+from cdcbridge.bridge.on_trimmed import TableTrimPolicy
 from cdcbridge.bridge.partition_watch import PartitionWatch
 from cdcbridge.bridge.processor import BridgeContext, BridgeProcessor
 from cdcbridge.bridge.row_lookup import SourceRowReader
@@ -31,6 +32,7 @@ from cdcbridge.coordination.worker import Worker
 from cdcbridge.kafka.sink import DEFAULT_PRODUCER_CONFIG, DeliveryStats, KafkaSink
 from cdcbridge.kafka.topics import TopicAdmin, TopicSpec
 from cdcbridge.observability.metrics import PRODUCE_LATENCY_BUCKETS, WorkerMetrics, start_metrics_server
+from cdcbridge.observability.retention import RetentionThresholds, RetentionWatch
 from cdcbridge.publish.tables import (
     BridgeStartError,
     TableRuntime,
@@ -43,6 +45,7 @@ from cdcbridge.publish.tables import (
 from cdcbridge.snapshot.state import SnapshotStateStore
 from cdcbridge.snapshot.stream_start import StreamStartReader, wait_for_snapshots
 from cdcbridge.tablestore.client import StreamClient
+from cdcbridge.tablestore.errors import StreamError
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,8 @@ class BridgeRuntime:
     #: The coordination worker of each table, by table name.
     workers: dict[str, Worker] = field(default_factory=dict)
     sink: KafkaSink | None = None
+    #: Each table's stream expiration in seconds (DescribeStream), for the retention watch.
+    expiration_seconds: dict[str, float] = field(default_factory=dict)
 
 
 def prepare_dead_letters(config: BridgeConfig, topics: list[str], stop: threading.Event) -> int:
@@ -83,6 +88,19 @@ def local_size_limit(producer: dict[str, object], topic_limit: int) -> dict[str,
     limit = min(int(producer.get("message.max.bytes", 1_000_000)), topic_limit)  # type: ignore[call-overload]
     batch = min(int(producer.get("batch.size", DEFAULT_PRODUCER_CONFIG["batch.size"])), limit)  # type: ignore[call-overload]
     return {"message.max.bytes": limit, "batch.size": batch}
+
+
+def stream_expirations(streams: StreamClient, tables: list[TableRuntime]) -> dict[str, float]:
+    """Each table's stream expiration in seconds; a table whose DescribeStream fails is left out (logged): its
+    shards then show their age without the share of retention, and no warning."""
+    expirations: dict[str, float] = {}
+    for rt in tables:
+        try:
+            expirations[rt.table.name] = streams.describe_stream(rt.stream_id, shard_limit=1).expiration_hours * 3600.0
+        except StreamError as error:
+            log.warning("table %s: cannot read the stream's expiration, so no retention warnings: %s",
+                        rt.table.name, error)  # fmt: skip
+    return expirations
 
 
 def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) -> BridgeRuntime:
@@ -129,7 +147,9 @@ def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) ->
             worker_id=worker_id, stream_id=rt.stream_id, store=store,
             stream=TablestoreStreamAccess(streams, rt.table.name),
             processor_factory=lambda context=context: BridgeProcessor(context), settings=config.coordination,
+            trim_policy=TableTrimPolicy(rt.table.name, rt.table.on_trimmed, worker_id, context.stream_start),
         )  # fmt: skip
+    runtime.expiration_seconds = stream_expirations(streams, runtime.tables)
     if config.bridge.end_time is not None:
         watch_end_time(streams, store.list_leases, table_streams, config.bridge, stop)
     return runtime
@@ -175,6 +195,11 @@ def run_bridge(
         metrics, dict(runtime.workers), worker_id,
         delivery=runtime.sink.stats if runtime.sink is not None else None,
         topic_tables={topic: rt.table.name for rt in runtime.tables for topic in rt.topics.values()},
+        expiration_seconds=runtime.expiration_seconds,
+        retention=RetentionWatch(
+            RetentionThresholds(observability.retention_warning_share, observability.retention_error_share),
+            observability.retention_log_repeat_seconds,
+        ),
     ).start()  # fmt: skip
     partitions = PartitionWatch(
         TopicAdmin(config.kafka.client_config()),

@@ -2,9 +2,11 @@
 
 Per shard: owner, stealer, checkpoint, parents, how long ago the lease was last renewed (the version timestamp of
 its LeaseCounter cell, which every lease write bumps) and the lag: records after the checkpoint and the age of the
-oldest of them. Per topic: the partition count recorded at creation and the count Kafka reports now. Per table with
-a snapshot: its state, stream start and progress. With an end time (`bridge.end_time`, or passed in): per shard the
-commit time reached against it and whether it passed (cdcbridge.bridge.end_time), like DescribeTunnel's progress.
+oldest of them, also as the share of the stream's expiration used (RETAIN; TRIMMED once records after the
+checkpoint were trimmed). Per topic: the partition count recorded at creation and the count Kafka reports now.
+Per table with a snapshot: its state, stream start and progress. With an end time (`bridge.end_time`, or passed
+in): per shard the commit time reached against it and whether it passed (cdcbridge.bridge.end_time), like
+DescribeTunnel's progress.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from cdcbridge.publish.tables import source_client
 from cdcbridge.publish.topic_record import TopicPartitionRecord
 from cdcbridge.snapshot.state import SnapshotStateStore
 from cdcbridge.tablestore.client import StreamClient
-from cdcbridge.tablestore.errors import StreamError
+from cdcbridge.tablestore.errors import StreamError, TrimmedDataError
 
 #: Lag is counted by reading the stream from the checkpoint; stop counting after this many records.
 LAG_COUNT_LIMIT = 10_000
@@ -51,6 +53,10 @@ class ShardStatus:
     #: Against the end time, when there is one: "passed", or where the shard stands.
     end_time_state: str | None = None
     passed_end_time: bool | None = None
+    #: lag_seconds (the age of the oldest unread record) / the stream's expiration: records are trimmed at 1.
+    retention_used: float | None = None
+    #: Records after the checkpoint are already trimmed: the shard halts (on_trimmed: stop) or lost them (continue).
+    trimmed: bool = False
 
 
 @dataclass
@@ -112,6 +118,14 @@ def _lag(streams: StreamClient, stream_id: str, lease: Lease, now_us: int) -> tu
     return behind, behind >= LAG_COUNT_LIMIT, age
 
 
+def _expiration_seconds(streams: StreamClient, stream_id: str, table: str, status: ClusterStatus) -> float | None:
+    try:
+        return streams.describe_stream(stream_id, shard_limit=1).expiration_hours * 3600.0
+    except StreamError as error:
+        status.errors.append(f"table {table}: cannot read the stream's expiration: {error}")
+        return None
+
+
 def snapshot_status(store: SnapshotStateStore, stream_id: str, table: str) -> SnapshotStatus | None:
     record = store.read(stream_id, table)
     if record is None:
@@ -160,14 +174,24 @@ def collect_status(config: BridgeConfig, *, with_lag: bool = True, end_time: dat
         snapshot = snapshot_status(snapshots, stream_id, table.name)
         if snapshot is not None:
             status.snapshots.append(snapshot)
+        expiration_s = _expiration_seconds(streams, stream_id, table.name, status)
         renewed = lease_renew_times(client, config.coordination.status_table, stream_id)
         leases = store.list_leases(stream_id)
         status.errors += [str(error) for error in store.invalid_lease_rows(stream_id)]  # edited by hand, not read
         for lease in sorted(leases, key=lambda lease: lease.shard_id):
             lag: tuple[int | None, bool, float | None] = (None, False, None)
+            trimmed = False
             if with_lag:
                 try:
                     lag = _lag(streams, stream_id, lease, int(now_ms * 1000))
+                except TrimmedDataError:
+                    trimmed = True
+                    status.errors.append(
+                        f"shard {lease.shard_id} of table {table.name}: records after its checkpoint were trimmed by "
+                        f"the stream's retention; with on_trimmed: {table.on_trimmed} it "
+                        + ("halts: stop the workers, run `cdcbridge snapshot`, start them again"
+                           if table.on_trimmed == "stop" else "continues after the gap (the loss is counted)")
+                    )  # fmt: skip
                 except StreamError as error:
                     status.errors.append(f"lag of shard {lease.shard_id}: {error}")
             renew_ms = renewed.get(lease.shard_id)
@@ -180,6 +204,8 @@ def collect_status(config: BridgeConfig, *, with_lag: bool = True, end_time: dat
                 lag_records=lag[0], lag_records_capped=lag[1],
                 lag_seconds=None if lag[2] is None else round(lag[2], 1), finished=lease.is_finished,
                 reached=format_time_us(lease.checkpoint_seq.sequence.timestamp_us) if lease.checkpoint_seq else None,
+                retention_used=None if lag[2] is None or not expiration_s else round(lag[2] / expiration_s, 4),
+                trimmed=trimmed,
             ))  # fmt: skip
             if end_us is not None:
                 progress = shard_progress(
@@ -196,7 +222,8 @@ def collect_status(config: BridgeConfig, *, with_lag: bool = True, end_time: dat
 
 def render_text(status: ClusterStatus) -> str:
     header = (
-        f"{'TABLE':<14} {'SHARD':<28} {'OWNER':<18} {'CHECKPOINT':<11} {'RENEWED':>8} {'LAG':>8} {'LAG_S':>7}"
+        f"{'TABLE':<14} {'SHARD':<28} {'OWNER':<18} {'CHECKPOINT':<11} {'RENEWED':>8} {'LAG':>8} {'LAG_S':>7} "
+        f"{'RETAIN':>7}"
         "  PARENTS / STEALER"
     )
     lines = [header]
@@ -204,11 +231,12 @@ def render_text(status: ClusterStatus) -> str:
         lag = "-" if s.lag_records is None else f"{s.lag_records}{'+' if s.lag_records_capped else ''}"
         renewed = "-" if s.renewed_seconds_ago is None else f"{s.renewed_seconds_ago:.1f}s"
         lag_s = "-" if s.lag_seconds is None else f"{s.lag_seconds:.1f}"
+        retain = "TRIMMED" if s.trimmed else "-" if s.retention_used is None else f"{s.retention_used:.0%}"
         extra = ",".join(s.parents) or "-"
         if s.stealer:
             extra += f" / stealer {s.stealer}"
         lines.append(f"{s.table:<14} {s.shard_id:<28} {s.owner or '-':<18} {s.checkpoint:<11} {renewed:>8} "
-                     f"{lag:>8} {lag_s:>7}  {extra}")  # fmt: skip
+                     f"{lag:>8} {lag_s:>7} {retain:>7}  {extra}")  # fmt: skip
     lines.append("")
     lines.append(f"{'TOPIC':<40} {'RECORDED':>9} {'ACTUAL':>7}")
     for t in status.topics:

@@ -17,6 +17,7 @@ from typing import Protocol
 from cdcbridge.coordination.stats import CoordinationStats, ShardProgressSnapshot
 from cdcbridge.kafka.sink import DeliveryCounts, DeliveryStats
 from cdcbridge.observability.metrics import LeaseEvent, WorkerMetrics
+from cdcbridge.observability.retention import RetentionWatch
 
 #: CoordinationStats counter → lease event it is exported as.
 LEASE_EVENTS = {
@@ -56,9 +57,13 @@ class StatsPump:
         topic_tables: Mapping[str, str] | None = None,
         interval: float = 2.0,
         wall_clock: Callable[[], float] = time.time,
+        expiration_seconds: Mapping[str, float] | None = None,
+        retention: RetentionWatch | None = None,
     ) -> None:
         """``workers``: table → its coordination worker; ``delivery``: the Kafka sink's counts; ``topic_tables``:
-        topic → table it carries (labels of the produced counter); ``wall_clock``: Unix seconds, for lag."""
+        topic → table it carries (labels of the produced counter); ``wall_clock``: Unix seconds, for lag;
+        ``expiration_seconds``: table → its stream's expiration, for the share of retention used (and, with
+        ``retention``, the warnings)."""
         self._metrics = metrics
         self._workers = dict(workers)
         self._worker_id = worker_id
@@ -66,6 +71,8 @@ class StatsPump:
         self._topic_tables = dict(topic_tables or {})
         self._interval = interval
         self._wall_clock = wall_clock
+        self._expiration_seconds = dict(expiration_seconds or {})
+        self._retention = retention
         self._lock = threading.Lock()
         self._seen_events: dict[str, dict[str, int]] = {table: {} for table in self._workers}
         self._seen_shards: dict[tuple[str, str], ShardProgressSnapshot] = {}
@@ -131,6 +138,8 @@ class StatsPump:
                 if key in self._exported_shards:
                     self._exported_shards.discard(key)
                     metrics.forget_shard(table, shard)
+                    if self._retention is not None:
+                        self._retention.forget(table, shard)
                 continue
             self._exported_shards.add(key)
             # Every held shard's counters exist (at 0 at first), so rate() and increase() see them from the start.
@@ -152,6 +161,24 @@ class StatsPump:
             else:
                 seconds = None  # nothing read yet: no age to tell
             metrics.set_lag(table, shard, records=current.records_unconfirmed, seconds=seconds)
+            metrics.set_halted(table, shard, current.halted)
+            self._watch_retention(table, shard, current, now)
+
+    def _watch_retention(self, table: str, shard: str, current: ShardProgressSnapshot, now: float) -> None:
+        """Age of the oldest unread record (cdcbridge.observability.retention says how it is known) → gauges, logs."""
+        if current.oldest_unread_us is not None:
+            age = max(0.0, now - current.oldest_unread_us / 1e6)
+        elif current.caught_up:
+            age = 0.0
+        else:
+            return  # nothing read nor checkpointed yet: no age to tell
+        expiration = self._expiration_seconds.get(table)
+        ratio = None
+        if expiration:
+            ratio = age / expiration
+            if self._retention is not None:
+                ratio = self._retention.observe(table, shard, self._worker_id, age, expiration)
+        self._metrics.set_retention(table, shard, age_seconds=age, used_ratio=ratio)
 
     def _pump_delivery(self, current: DeliveryCounts) -> None:
         metrics = self._metrics

@@ -38,6 +38,8 @@ class CoordinationStats:
     shard_gone_events: int = 0
     #: Children started although a parent was neither finished nor listed any more (its rest was lost or predates us).
     unread_parent_events: int = 0
+    #: Shards halted by their trim policy (on_trimmed: stop) instead of reading past trimmed data.
+    halted_shards: int = 0
     processor_failures: int = 0
     forced_syncs: int = 0
 
@@ -99,6 +101,12 @@ class ShardProgressSnapshot:
     last_commit_ms: int | None
     #: The latest read returned no record: the shard was read up to its newest record then.
     caught_up: bool
+    #: Commit time (µs) of the oldest record not confirmed by a checkpoint: the first unconfirmed record handed out,
+    #: else the last checkpointed record (the next unread one is newer, so its age is an upper bound); None when
+    #: caught up with nothing unconfirmed (nothing is unread) or when nothing was ever read or checkpointed.
+    oldest_unread_us: int | None = None
+    #: The trim policy halted the shard at its checkpoint (on_trimmed: stop).
+    halted: bool = False
 
 
 class ShardProgress:
@@ -116,6 +124,8 @@ class ShardProgress:
         #: Sequences of the handed-out pages not yet covered by a checkpoint, oldest first.
         self._unconfirmed: deque[list[Sequence]] = deque()
         self._unconfirmed_count = 0
+        self._checkpoint_us: int | None = None
+        self._halted = False
 
     def read(self, fetched: int, handed_out: list[ChangeRecord]) -> None:
         """One GetStreamRecord page: `fetched` records came back, `handed_out` went to the processor."""
@@ -127,16 +137,21 @@ class ShardProgress:
                 self._unconfirmed.append([record.sequence for record in handed_out])
                 self._unconfirmed_count += len(handed_out)
 
-    def restarted(self) -> None:
+    def restarted(self, checkpoint: ExtendedSequence | None = None) -> None:
         """A new processor incarnation resumes at the stored checkpoint: what was unconfirmed is read again."""
         with self._lock:
             self._unconfirmed.clear()
             self._unconfirmed_count = 0
+            self._caught_up = False
+            if checkpoint is not None:
+                self._checkpoint_us = checkpoint.sequence.timestamp_us
 
     def checkpointed(self, position: ExtendedSequence | None) -> None:
         """A checkpoint was stored; None (shard end, or the resume point after trimmed data) confirms everything."""
         with self._lock:
             self._checkpoints_written += 1
+            if position is not None:
+                self._checkpoint_us = position.sequence.timestamp_us
             if position is None:
                 self._unconfirmed.clear()
                 self._unconfirmed_count = 0
@@ -162,6 +177,17 @@ class ShardProgress:
         with self._lock:
             self._trimmed_data_events += 1
 
+    def set_halted(self, halted: bool) -> None:
+        with self._lock:
+            self._halted = halted
+
+    def _oldest_unread_us(self) -> int | None:
+        if self._unconfirmed:
+            return self._unconfirmed[0][0].timestamp_us
+        if self._caught_up:
+            return None
+        return self._checkpoint_us
+
     def snapshot(self) -> ShardProgressSnapshot:
         with self._lock:
             return ShardProgressSnapshot(
@@ -172,6 +198,8 @@ class ShardProgress:
                 records_unconfirmed=self._unconfirmed_count,
                 last_commit_ms=self._last_commit_ms,
                 caught_up=self._caught_up,
+                oldest_unread_us=self._oldest_unread_us(),
+                halted=self._halted,
             )
 
 

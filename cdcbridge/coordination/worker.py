@@ -31,6 +31,7 @@ from cdcbridge.coordination.processor import RecordProcessorFactory, ShutdownRea
 from cdcbridge.coordination.settings import CoordinationSettings
 from cdcbridge.coordination.stats import CoordinationStats
 from cdcbridge.coordination.stream.access import StreamAccess
+from cdcbridge.coordination.trim_policy import ContinueAfterTrim, TrimPolicy
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ class Worker:
         clock: Clock | None = None,
         executor: Executor | None = None,
         rng: random.Random | None = None,
+        trim_policy: TrimPolicy | None = None,
     ) -> None:
         if not worker_id:
             raise ValueError("worker_id must be a non-empty string, unique per running process")
@@ -70,6 +72,7 @@ class Worker:
         self._store = store
         self._stream = stream
         self._factory = processor_factory
+        self._trim_policy = trim_policy or ContinueAfterTrim()
         self._owns_executor = executor is None
         self._executor = executor or bounded_pool(self.settings.max_consumer_threads)
         # Reads ahead run on their own threads: a shard task waiting for its page must never wait behind tasks. An
@@ -245,6 +248,7 @@ class Worker:
             stats=self.stats,
             listed_shards=self.syncer.listed_shards,
             read_ahead=self._read_ahead,
+            trim_policy=self._trim_policy,
         )
 
     def _is_fenced(self, now: float) -> bool:

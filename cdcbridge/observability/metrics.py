@@ -241,6 +241,22 @@ class WorkerMetrics(_MetricSet):
             "newer.",
             shard,
         )
+        self.oldest_unread_age_seconds = self._gauge(
+            "shard_oldest_unread_age_seconds",
+            "Age of the shard's oldest record not yet confirmed by a checkpoint (0 when nothing is unread): once it "
+            "reaches the stream's expiration, records are trimmed before they are read.",
+            shard,
+        )
+        self.retention_used_ratio = self._gauge(
+            "shard_retention_used_ratio",
+            "shard_oldest_unread_age_seconds / the stream's expiration: at 1 unread records are lost to retention.",
+            shard,
+        )
+        self.shard_halted = self._gauge(
+            "shard_halted",
+            "1 while the shard is halted at its checkpoint because records after it were trimmed (on_trimmed: stop).",
+            shard,
+        )
         self.worker_fenced_total = self._counter(
             "worker_fenced_total",
             "Times this worker fenced itself: no lease renewal or take reached the status table for "
@@ -302,6 +318,15 @@ class WorkerMetrics(_MetricSet):
         if seconds is not None:
             self.lag_seconds.labels(table, shard).set(max(0.0, seconds))
 
+    def set_retention(self, table: str, shard: str, *, age_seconds: float, used_ratio: float | None) -> None:
+        """Set the age of the shard's oldest unread record and, when the expiration is known, its share of it."""
+        self.oldest_unread_age_seconds.labels(table, shard).set(max(0.0, age_seconds))
+        if used_ratio is not None:
+            self.retention_used_ratio.labels(table, shard).set(max(0.0, used_ratio))
+
+    def set_halted(self, table: str, shard: str, halted: bool) -> None:
+        self.shard_halted.labels(table, shard).set(1 if halted else 0)
+
     def worker_fenced(self) -> None:
         self.worker_fenced_total.inc()
 
@@ -316,6 +341,9 @@ class WorkerMetrics(_MetricSet):
                 self.trimmed_data_events_total,
                 self.lag_records,
                 self.lag_seconds,
+                self.oldest_unread_age_seconds,
+                self.retention_used_ratio,
+                self.shard_halted,
             ):
                 with contextlib.suppress(KeyError):
                     metric.remove(table, shard)

@@ -17,6 +17,7 @@ from cdcbridge.coordination.settings import CoordinationSettings
 from cdcbridge.coordination.stats import CoordinationStats
 from cdcbridge.coordination.stream.access import StreamAccess
 from cdcbridge.coordination.stream.read_ahead import PageReader
+from cdcbridge.coordination.trim_policy import ContinueAfterTrim, TrimPolicy
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ class ShardContext:
     not_ready_logged: threading.Event = field(default_factory=threading.Event)
     #: Where the next page of a shard is read while the current one is processed (None: read when asked).
     read_ahead: Executor | None = None
+    #: Decides what a read that hits trimmed data does (resume from the oldest record, or halt the shard).
+    trim_policy: TrimPolicy = field(default_factory=ContinueAfterTrim)
 
     @property
     def shard_id(self) -> str:
@@ -60,3 +63,5 @@ class Incarnation:
     pages: PageReader
     #: Reads in a row that failed with a non-transient error (backs off longer and logs less with each).
     read_failures: int = 0
+    #: Reads in a row refused by the trim policy (the shard is halted at its checkpoint).
+    halted_reads: int = 0

@@ -30,12 +30,16 @@ from cdcbridge.coordination.processor import (
 )
 from cdcbridge.coordination.stats import CheckpointCountingStore
 from cdcbridge.coordination.stream.read_ahead import PageReader
+from cdcbridge.coordination.trim_policy import TrimDecision, TrimmedRead
 
 log = logging.getLogger(__name__)
 
 
 #: Upper bound of the back-off between reads that keep failing with a non-transient error.
 MAX_READ_RETRY_SECONDS = 60.0
+
+#: How often a shard halted by its trim policy reads again (and asks the policy again).
+HALTED_RETRY_SECONDS = 30.0
 
 
 def _backoff(ctx: ShardContext) -> float:
@@ -115,7 +119,7 @@ class InitializeTask:
                 log.warning("shard %s: cannot get a shard iterator: %s", ctx.shard_id, exc)
                 return TaskOutcome(retry_after=_backoff(ctx))
         progress = ctx.stats.shard(ctx.shard_id)
-        progress.restarted()
+        progress.restarted(lease.checkpoint_seq)
         store = CheckpointCountingStore(ctx.store, progress)  # checkpoints counted per shard, for metrics
         checkpointer = ShardCheckpointer(ctx.held, store, ctx.clock, ctx.stats, lease.checkpoint_seq)
         try:
@@ -233,8 +237,23 @@ class ProcessTask:
         return self._read_from_oldest("re-read")
 
     def _recover_from_trim(self, exc: TrimmedDataError) -> TaskOutcome:
-        """Count the loss, log where, resume from the oldest retained record, keep running (§5.4, T10)."""
+        """Ask the trim policy: CONTINUE counts the loss, logs where and resumes from the oldest retained record
+        (§5.4, T10); STOP halts the shard at its checkpoint (see _halt)."""
         ctx, inc = self._ctx, self._inc
+        last = inc.checkpointer.last_checkpoint
+        trimmed = TrimmedRead(ctx.stream_id, ctx.shard_id, last)
+        try:
+            decision = ctx.trim_policy.decide(trimmed)
+        except Exception:
+            log.exception("shard %s: the trim policy failed; the shard stays at its checkpoint", ctx.shard_id)
+            decision = TrimDecision.STOP
+        if decision is TrimDecision.STOP:
+            return self._halt(trimmed)
+        if inc.halted_reads:
+            log.warning("shard %s: the trim policy now lets the shard continue after %d halted read(s)",
+                        ctx.shard_id, inc.halted_reads)  # fmt: skip
+            inc.halted_reads = 0
+            ctx.stats.shard(ctx.shard_id).set_halted(False)
         ctx.stats.add("trimmed_data_events")
         ctx.stats.shard(ctx.shard_id).trimmed()
         log.error(
@@ -242,10 +261,23 @@ class ProcessTask:
             "%s; resuming from the oldest retained record",
             ctx.shard_id,
             ctx.held.lease.checkpoint,
-            inc.checkpointer.last_checkpoint.to_text() if inc.checkpointer.last_checkpoint else "-",
+            last.to_text() if last else "-",
             exc,
         )
         return self._read_from_oldest("post-trim")
+
+    def _halt(self, trimmed: TrimmedRead) -> TaskOutcome:
+        """The shard stays at its checkpoint and keeps its lease (a peer taking it would only halt too); it reads
+        again every HALTED_RETRY_SECONDS so the policy can let it go, and logs the first refusal and every tenth."""
+        ctx, inc = self._ctx, self._inc
+        inc.halted_reads += 1
+        if inc.halted_reads == 1:
+            ctx.stats.add("halted_shards")
+            ctx.stats.shard(ctx.shard_id).set_halted(True)
+        if inc.halted_reads == 1 or inc.halted_reads % 10 == 0:
+            log.warning("shard %s halted by its trim policy (%d read(s) refused; the policy logs why and the fix): "
+                        "%s are lost", ctx.shard_id, inc.halted_reads, trimmed.lost_range())  # fmt: skip
+        return TaskOutcome(retry_after=HALTED_RETRY_SECONDS)
 
     def _read_from_oldest(self, what: str) -> TaskOutcome:
         """Move the fetch cursor to the shard's oldest retained record and store it as the resume position; the

@@ -178,3 +178,39 @@ def test_stop_pumps_once_more_even_if_the_thread_never_ran() -> None:
     pump.stop()
     value = metrics.registry.get_sample_value("cdcbridge_records_fetched_total", {"table": "orders", "shard": "s0"})
     assert value == 2
+
+
+def test_retention_age_and_share_follow_the_oldest_unconfirmed_record_and_the_checkpoint() -> None:
+    orders = FakeWorker(held={"s0", "s1", "s2"})
+    clock = WallClock(COMMIT_US / 1e6 + 3600.0)  # an hour after record 0
+    metrics, pump = _pump({"orders": orders}, wall_clock=clock, expiration_seconds={"orders": 4 * 3600.0})
+    value = metrics.registry.get_sample_value
+    s0, s1, s2 = orders.stats.shard("s0"), orders.stats.shard("s1"), orders.stats.shard("s2")
+    s0.read(3, [_record(0), _record(1), _record(2)])  # stalled: nothing confirmed
+    s1.read(2, [_record(0), _record(1)])
+    s1.checkpointed(ExtendedSequence(_record(1).sequence))  # all confirmed, more to read: the checkpoint's age
+    s2.read(1, [_record(0)])
+    s2.checkpointed(ExtendedSequence(_record(0).sequence))
+    s2.read(0, [])  # caught up: nothing unread
+    pump.pump()
+    assert value("cdcbridge_shard_oldest_unread_age_seconds", {"table": "orders", "shard": "s0"}) == 3600.0
+    assert value("cdcbridge_shard_retention_used_ratio", {"table": "orders", "shard": "s0"}) == 0.25
+    assert value("cdcbridge_shard_oldest_unread_age_seconds", {"table": "orders", "shard": "s1"}) == 3599.0
+    assert value("cdcbridge_shard_retention_used_ratio", {"table": "orders", "shard": "s2"}) == 0.0
+    clock.now += 3600.0  # s0 stays stalled: its share rises
+    pump.pump()
+    assert value("cdcbridge_shard_retention_used_ratio", {"table": "orders", "shard": "s0"}) == 0.5
+    assert value("cdcbridge_shard_halted", {"table": "orders", "shard": "s0"}) == 0.0
+    s0.set_halted(True)
+    pump.pump()
+    assert value("cdcbridge_shard_halted", {"table": "orders", "shard": "s0"}) == 1.0
+
+
+def test_retention_share_is_left_out_without_the_stream_expiration() -> None:
+    orders = FakeWorker(held={"s0"})
+    metrics, pump = _pump({"orders": orders}, wall_clock=WallClock(COMMIT_US / 1e6 + 10.0))
+    orders.stats.shard("s0").read(1, [_record(0)])
+    pump.pump()
+    value = metrics.registry.get_sample_value
+    assert value("cdcbridge_shard_oldest_unread_age_seconds", {"table": "orders", "shard": "s0"}) == 10.0
+    assert value("cdcbridge_shard_retention_used_ratio", {"table": "orders", "shard": "s0"}) is None

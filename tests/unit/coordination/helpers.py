@@ -27,6 +27,7 @@ from cdcbridge.coordination.processor import (
     ShutdownInput,
 )
 from cdcbridge.coordination.stream.simulator import StreamSimulator
+from cdcbridge.coordination.trim_policy import TrimPolicy
 
 STREAM = "stream-1"
 
@@ -181,7 +182,9 @@ class Cluster:
         self.auto_ack = auto_ack
         self._seed = seed
 
-    def add_worker(self, worker_id: str, *, start: bool = True, auto_ack: bool | None = None) -> Worker:
+    def add_worker(
+        self, worker_id: str, *, start: bool = True, auto_ack: bool | None = None, trim_policy: TrimPolicy | None = None
+    ) -> Worker:
         ack = self.auto_ack if auto_ack is None else auto_ack
 
         def factory() -> RecordingProcessor:
@@ -199,6 +202,7 @@ class Cluster:
             clock=self.clock,
             executor=InlineExecutor(),
             rng=random.Random(f"{self._seed}-{worker_id}"),
+            trim_policy=trim_policy,
         )
         self.workers[worker_id] = worker
         if start:

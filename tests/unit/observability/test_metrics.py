@@ -36,6 +36,9 @@ WORKER_METRICS = {
     "cdcbridge_trimmed_data_events_total": ("table", "shard"),
     "cdcbridge_lag_records": ("table", "shard"),
     "cdcbridge_lag_seconds": ("table", "shard"),
+    "cdcbridge_shard_oldest_unread_age_seconds": ("table", "shard"),
+    "cdcbridge_shard_retention_used_ratio": ("table", "shard"),
+    "cdcbridge_shard_halted": ("table", "shard"),
     "cdcbridge_worker_fenced_total": (),
 }
 APPLY_METRICS = {
