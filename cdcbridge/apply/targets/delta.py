@@ -169,6 +169,8 @@ class DeltaTarget(SparkFoldTarget):
         self._source_columns: dict[str, tuple[_TableShape, list[Column]]] = {}
         self._fold_reads: dict[str, _FoldRead] = {}
         self._rows_read: dict[str, _RowsRead] = {}
+        #: Per (table path, app id): the table version and the txn marker it holds (see :meth:`read_marker`).
+        self._markers: dict[tuple[str, str], tuple[int, BatchMarker | None]] = {}
         configured = spark.sparkContext.getConf()
         for key, value in MICRO_BATCH_CONF.items():
             if not configured.contains(key):
@@ -209,15 +211,25 @@ class DeltaTarget(SparkFoldTarget):
         return tuple(shape.pk) if shape is not None else None
 
     def read_marker(self, table: str, app_id: str) -> BatchMarker | None:
-        return self._txn_marker(self.path(table), app_id)
-
-    def _txn_marker(self, path: str, app_id: str) -> BatchMarker | None:
-        from delta.tables import DeltaTable
-
-        if not DeltaTable.isDeltaTable(self.spark, path):
+        """The table's txn marker of `app_id`. Known without reading the table's state (which costs Spark jobs
+        per new table version) while the table is at the version this target last read or committed it at:
+        only a writer with the same app id (this job) moves it."""
+        path = self.path(table)
+        snapshot = self._snapshot(path)
+        version = int(snapshot.version())
+        if version < 0:
             return None
-        version = self._snapshot(path).transactions().get(app_id)
-        return BatchMarker(app_id, int(version.get())) if version.isDefined() else None
+        known = self._markers.get((path, app_id))
+        if known is not None and known[0] == version:
+            return known[1]
+        txn = snapshot.transactions().get(app_id)
+        marker = BatchMarker(app_id, int(txn.get())) if txn.isDefined() else None
+        self._markers[(path, app_id)] = (version, marker)
+        return marker
+
+    def _committed(self, path: str, marker: BatchMarker) -> None:
+        """Note the marker of a commit of ours (or of one Delta skipped as already committed)."""
+        self._markers[(path, marker.app_id)] = (int(self._snapshot(path).version()), marker)
 
     def _snapshot(self, path: str) -> Any:
         """The table's latest Delta snapshot (a JVM object)."""
@@ -226,7 +238,7 @@ class DeltaTarget(SparkFoldTarget):
         return log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
 
     def read_rows(self, table: str, keys: Collection[PrimaryKey]) -> dict[PrimaryKey, TargetRow]:
-        """The stored rows of `keys`, read at the table's latest version (pinned, and noted for :meth:`write`):
+        """The stored rows of `keys`, read at the table's latest version (noted for :meth:`write`):
         no Spark job when the table holds no file; a key filter Delta skips files by (min/max statistics) when
         the key is one column, so new keys above the stored ones scan no file."""
         shape = self._shape(table)
@@ -239,11 +251,16 @@ class DeltaTarget(SparkFoldTarget):
         version = int(snapshot.version())
         rows: dict[PrimaryKey, TargetRow] = {}
         if int(snapshot.numOfFiles()) > 0:
-            stored = self.spark.read.format("delta").option("versionAsOf", version).load(path)
+            # The latest version, as the snapshot just taken (its state is computed once, where `versionAsOf`
+            # builds a snapshot of its own); a commit meanwhile leaves the read unpinned, so it is not noted.
+            stored = self.spark.read.format("delta").load(path)
             found = _with_keys(stored, shape, keys, self._json_frame)
             for (text,) in found.select(F.to_json(F.struct(*[F.col(quote(c)) for c in found.columns]))).collect():
                 row = _row_from_json(table, json.loads(text), shape)
                 rows[row.pk] = row
+            if int(self._snapshot(path).version()) != version:
+                self._rows_read.pop(table, None)
+                return rows
         self._rows_read[table] = _RowsRead(version, frozenset(keys), frozenset(rows))
         return rows
 
@@ -418,6 +435,7 @@ class DeltaTarget(SparkFoldTarget):
             .option("txnVersion", marker.batch_id)
             .save(self.path(table))
         )
+        self._committed(self.path(table), marker)
 
     def _overwrite_is_cheaper(self, folded: FoldedTable) -> bool:
         """Whether the changed rows lie in every file of the table version the fold read, that table is small
@@ -467,6 +485,7 @@ class DeltaTarget(SparkFoldTarget):
                 .whenNotMatchedInsertAll()
                 .execute()
             )
+        self._committed(self.path(table), marker)
 
     def _overwrite(self, table: str, source: DataFrame, pk: Iterable[str], marker: BatchMarker) -> None:
         """Replace the table with its rows not in `source` plus `source`, committed with the batch's txn marker:
@@ -486,6 +505,7 @@ class DeltaTarget(SparkFoldTarget):
             .option("txnVersion", marker.batch_id)
             .save(self.path(table))
         )
+        self._committed(self.path(table), marker)
 
     @contextmanager
     def _txn(self, marker: BatchMarker) -> Iterator[None]:
