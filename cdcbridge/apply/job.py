@@ -6,9 +6,11 @@ written in one guarded write with the batch marker (:mod:`.spark.batch`); the dr
 holding anything that must be judged message by message (bad input, a row the target would refuse, ...) and
 every batch for the Tablestore target take the reference path instead: decode on Spark (:mod:`.spark.decode`),
 stream the batch (bounded by ``maxOffsetsPerTrigger``) to the driver and fold it there in Python
-(:mod:`.driver.micro_batch`). The checkpoint location keeps the offsets, so a restart resumes at the first batch not
-committed to the checkpoint; Spark re-runs an interrupted batch with the same id and offsets, and the target's
-marker makes that a no-op.
+(:mod:`.driver.micro_batch`). So does a small batch (at most ``apply.small_batch_max_messages``, known from its
+Kafka offset ranges, :mod:`.batch_size`), collected in one job: its few rows cost less on the driver than the Spark
+path's jobs, whose fixed cost does not shrink with the batch. The checkpoint location keeps the offsets, so a
+restart resumes at the first batch not committed to the checkpoint; Spark re-runs an interrupted batch with the
+same id and offsets, and the target's marker makes that a no-op.
 
 Metrics (``observability.metrics_port``): one update per batch, never per message (:class:`ApplyMetrics`).
 
