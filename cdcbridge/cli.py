@@ -497,11 +497,14 @@ def bench_apply(ctx: click.Context, batch_sizes: str, batches: int, targets: str
         figures = run_table_rows_bench(table_rows=sizes, batches=batches, warmup_batches=warmup_batches)
         _report(ctx, "apply-table-rows", figures)
         return
-    figures = run_apply_bench(batch_sizes=tuple(int(s) for s in batch_sizes.split(",") if s), batches=batches,
+    sizes = tuple(int(s) for s in batch_sizes.split(",") if s)
+    figures = run_apply_bench(batch_sizes=sizes, batches=batches,
                               targets=tuple(targets.split(",")), warmup_batches=warmup_batches,
                               first_load_rows=first_load_rows, trickle_seconds=trickle_seconds,
                               trickle_trigger=trickle_trigger)  # fmt: skip
-    _report(ctx, "apply", {k: v for k, v in figures.items() if not isinstance(v, dict | list)})
+    # freshness only (no throughput, no first load): stored apart, so it does not replace a full run's figures
+    name = "apply" if sizes or first_load_rows else "apply-trickle"
+    _report(ctx, name, {k: v for k, v in figures.items() if not isinstance(v, dict | list)})
 
 
 @bench.command("bridge")

@@ -288,6 +288,13 @@ class ApplyConfig(_Section):
         1.0, gt=0, description="micro-batch interval of the streaming query (a busy job runs batches back to back)"
     )
     max_offsets_per_trigger: int = Field(100_000, gt=0, description="messages per micro-batch at most")
+    #: Measured: benchmarks/history.md, 2026-11-25 (trickle).
+    small_batch_max_messages: int = Field(
+        1000,
+        ge=0,
+        description="a micro-batch of at most this many messages is applied on the driver (one collect, a read of "
+        "its stored rows, one write) instead of as several Spark jobs (0: never)",
+    )
     starting_offsets: str = Field("earliest", pattern=r"^(earliest|latest)$", description="where a new job starts")
     #: Off by default, like source.wait_for_tables: a job whose topics never appear should say so at once.
     wait_for_topics: bool = Field(

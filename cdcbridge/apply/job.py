@@ -6,9 +6,11 @@ written in one guarded write with the batch marker (:mod:`.spark.batch`); the dr
 holding anything that must be judged message by message (bad input, a row the target would refuse, ...) and
 every batch for the Tablestore target take the reference path instead: decode on Spark (:mod:`.spark.decode`),
 stream the batch (bounded by ``maxOffsetsPerTrigger``) to the driver and fold it there in Python
-(:mod:`.driver.micro_batch`). The checkpoint location keeps the offsets, so a restart resumes at the first batch not
-committed to the checkpoint; Spark re-runs an interrupted batch with the same id and offsets, and the target's
-marker makes that a no-op.
+(:mod:`.driver.micro_batch`). So does a small batch (at most ``apply.small_batch_max_messages``, known from its
+Kafka offset ranges, :mod:`.batch_size`), collected in one job: its few rows cost less on the driver than the Spark
+path's jobs, whose fixed cost does not shrink with the batch. The checkpoint location keeps the offsets, so a
+restart resumes at the first batch not committed to the checkpoint; Spark re-runs an interrupted batch with the
+same id and offsets, and the target's marker makes that a no-op.
 
 Metrics (``observability.metrics_port``): one update per batch, never per message (:class:`ApplyMetrics`).
 
@@ -29,6 +31,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from cdcbridge.apply.batch_report import BatchReport
+from cdcbridge.apply.batch_size import kafka_batch_messages
 from cdcbridge.apply.core.policy import BadInputPolicy
 from cdcbridge.apply.core.purge import purge_horizon_ms
 from cdcbridge.apply.driver.micro_batch import MicroBatchApplier
@@ -139,7 +142,7 @@ class _BatchHandler:
                 "batch %d (%s): %d messages, %d applied, %d duplicates, %d stale, %d dead letters, %d rows written "
                 "in %.2fs (decode %.2f, read %.2f, fold %.2f, write %.2f)%s",
                 batch_id,
-                "spark" if report.spark_batches else "reference path",
+                "spark" if report.spark_batches else "small batch" if report.small_batches else "reference path",
                 report.stats.messages,
                 report.stats.applied,
                 report.stats.duplicates,
@@ -177,9 +180,13 @@ class _BatchHandler:
         )
 
     def _apply(self, batch: DataFrame, batch_id: int) -> BatchReport:
-        """Apply on Spark where the target allows it, else (or when the batch needs it) on the reference path;
-        a schema id met for the first time is fetched and the batch decoded again (neither path writes before
-        it has read the whole batch)."""
+        """Apply on Spark where the target allows it, else (or when the batch needs it, or is small) on the
+        reference path; a schema id met for the first time is fetched and the batch decoded again (neither path
+        writes before it has read the whole batch)."""
+        if self.spark_applier is not None and self._is_small(batch):
+            report = self._apply_reference(batch, batch_id, at_once=True)
+            report.small_batches = 1
+            return report
         if self.spark_applier is not None:
             for _ in range(_MAX_NEW_SCHEMA_IDS):
                 try:
@@ -191,11 +198,19 @@ class _BatchHandler:
                     break
         return self._apply_reference(batch, batch_id)
 
-    def _apply_reference(self, batch: DataFrame, batch_id: int) -> BatchReport:
+    def _is_small(self, batch: DataFrame) -> bool:
+        """Whether the batch holds at most ``apply.small_batch_max_messages`` messages (its Kafka offset ranges
+        say, without a job): then the reference path is the cheaper one, one collect, a read of only the
+        batch's stored rows, a fold on the driver and one write, where the Spark path runs several jobs whose
+        fixed cost does not shrink with the batch (benchmarks/history.md, 2026-11-25 trickle)."""
+        messages = kafka_batch_messages(batch)
+        return messages is not None and messages <= self.config.apply.small_batch_max_messages
+
+    def _apply_reference(self, batch: DataFrame, batch_id: int, at_once: bool = False) -> BatchReport:
         assert self.applier is not None
         for _ in range(_MAX_NEW_SCHEMA_IDS):
             try:
-                return self.applier.apply(batch_id, decoded_records(batch, self.schemas.known()))
+                return self.applier.apply(batch_id, decoded_records(batch, self.schemas.known(), at_once=at_once))
             except UnknownSchemaId as unknown:
                 self.schemas.resolve([unknown.schema_id])
         raise ApplyJobError(f"batch {batch_id} holds more than {_MAX_NEW_SCHEMA_IDS} schema ids never seen before")

@@ -161,19 +161,25 @@ def to_record(row: Sequence[Any], schemas: Mapping[int, WriterSchema]) -> KafkaR
     return KafkaRecord(topic, partition, offset, key_bytes, body=body, message_format=MessageFormat(fmt))
 
 
-def iter_records(decoded: DataFrame, schemas: Mapping[int, WriterSchema]) -> Iterator[KafkaRecord]:
+def iter_records(
+    decoded: DataFrame, schemas: Mapping[int, WriterSchema], at_once: bool = False
+) -> Iterator[KafkaRecord]:
     """Stream the batch to the driver one Spark partition (= Kafka partition) at a time, each in offset order;
-    with prefetching, Spark renders the next partition while the driver validates this one. Raises
+    with prefetching, Spark renders the next partition while the driver validates this one. With `at_once`, one
+    collect instead (one Spark job, where streaming runs one per partition: for a small batch). Raises
     :class:`UnknownSchemaId` at the first framed value whose schema id is not in `schemas`."""
-    for row in decoded.toLocalIterator(prefetchPartitions=True):
+    rows = decoded.collect() if at_once else decoded.toLocalIterator(prefetchPartitions=True)
+    for row in rows:
         sid = row[6]
         if row[5] == 0 and sid is not None and sid not in schemas:
             raise UnknownSchemaId(int(sid))
         yield to_record(row, schemas)
 
 
-def decoded_records(batch: DataFrame, schemas: Mapping[int, WriterSchema]) -> Iterator[KafkaRecord]:
+def decoded_records(
+    batch: DataFrame, schemas: Mapping[int, WriterSchema], at_once: bool = False
+) -> Iterator[KafkaRecord]:
     """The whole Spark side for one micro-batch: framing, ``from_avro`` with the known writer schemas, and the
-    records streamed to the driver (no caching: the batch is read from Kafka once, or twice when it holds an id
-    met for the first time)."""
-    return iter_records(decode_frame(with_framing(batch), schemas), schemas)
+    records streamed to the driver (or collected `at_once`; no caching: the batch is read from Kafka once, or
+    twice when it holds an id met for the first time)."""
+    return iter_records(decode_frame(with_framing(batch), schemas), schemas, at_once)

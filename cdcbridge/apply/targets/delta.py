@@ -93,6 +93,8 @@ OVERWRITE_MAX_BYTES = 64 * 2**20
 MERGE_BROADCAST_MAX_ROWS = 500_000
 #: Rows per data file at most: bounded files keep what rewrites files (see the module docstring) bounded too.
 MAX_RECORDS_PER_FILE = 1_000_000
+#: Most keys :meth:`DeltaTarget.read_rows` looks up with a filter (an IN list) rather than a join.
+KEY_FILTER_MAX = 1000
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 GUARD = "s._seq > t._seq OR t._seq IS NULL"
@@ -128,6 +130,15 @@ def quote(name: str) -> str:
 class _TableShape:
     pk: dict[str, str]
     columns: dict[str, str]
+
+
+@dataclass(frozen=True)
+class _RowsRead:
+    """What :meth:`DeltaTarget.read_rows` last looked up in a table: the version, the keys and those found."""
+
+    version: int
+    keys: frozenset[PrimaryKey]
+    found: frozenset[PrimaryKey]
 
 
 @dataclass(frozen=True)
@@ -168,6 +179,9 @@ class DeltaTarget(SparkFoldTarget):
         #: Per table: the shape and the MERGE source's columns built for it (likewise).
         self._source_columns: dict[str, tuple[_TableShape, list[Column]]] = {}
         self._fold_reads: dict[str, _FoldRead] = {}
+        self._rows_read: dict[str, _RowsRead] = {}
+        #: Per (table path, app id): the table version and the txn marker it holds (see :meth:`read_marker`).
+        self._markers: dict[tuple[str, str], tuple[int, BatchMarker | None]] = {}
         configured = spark.sparkContext.getConf()
         for key, value in MICRO_BATCH_CONF.items():
             if not configured.contains(key):
@@ -208,15 +222,25 @@ class DeltaTarget(SparkFoldTarget):
         return tuple(shape.pk) if shape is not None else None
 
     def read_marker(self, table: str, app_id: str) -> BatchMarker | None:
-        return self._txn_marker(self.path(table), app_id)
-
-    def _txn_marker(self, path: str, app_id: str) -> BatchMarker | None:
-        from delta.tables import DeltaTable
-
-        if not DeltaTable.isDeltaTable(self.spark, path):
+        """The table's txn marker of `app_id`. Known without reading the table's state (which costs Spark jobs
+        per new table version) while the table is at the version this target last read or committed it at:
+        only a writer with the same app id (this job) moves it."""
+        path = self.path(table)
+        snapshot = self._snapshot(path)
+        version = int(snapshot.version())
+        if version < 0:
             return None
-        version = self._snapshot(path).transactions().get(app_id)
-        return BatchMarker(app_id, int(version.get())) if version.isDefined() else None
+        known = self._markers.get((path, app_id))
+        if known is not None and known[0] == version:
+            return known[1]
+        txn = snapshot.transactions().get(app_id)
+        marker = BatchMarker(app_id, int(txn.get())) if txn.isDefined() else None
+        self._markers[(path, app_id)] = (version, marker)
+        return marker
+
+    def _committed(self, path: str, marker: BatchMarker) -> None:
+        """Note the marker of a commit of ours (or of one Delta skipped as already committed)."""
+        self._markers[(path, marker.app_id)] = (int(self._snapshot(path).version()), marker)
 
     def _snapshot(self, path: str) -> Any:
         """The table's latest Delta snapshot (a JVM object)."""
@@ -225,19 +249,30 @@ class DeltaTarget(SparkFoldTarget):
         return log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
 
     def read_rows(self, table: str, keys: Collection[PrimaryKey]) -> dict[PrimaryKey, TargetRow]:
+        """The stored rows of `keys`, read at the table's latest version (noted for :meth:`write`):
+        no Spark job when the table holds no file; a key filter Delta skips files by (min/max statistics) when
+        the key is one column, so new keys above the stored ones scan no file."""
         shape = self._shape(table)
         if shape is None or not keys:
             return {}
         from pyspark.sql import functions as F
 
-        pk_schema = ", ".join(f"{quote(name)} {kind}" for name, kind in shape.pk.items())
-        wanted = self._json_frame([_json_row(dict(pk)) for pk in keys], pk_schema)
-        stored = self.spark.read.format("delta").load(self.path(table))
-        found = stored.join(wanted, on=list(shape.pk), how="inner")
+        path = self.path(table)
+        snapshot = self._snapshot(path)
+        version = int(snapshot.version())
         rows: dict[PrimaryKey, TargetRow] = {}
-        for (text,) in found.select(F.to_json(F.struct(*[F.col(quote(c)) for c in found.columns]))).collect():
-            row = _row_from_json(table, json.loads(text), shape)
-            rows[row.pk] = row
+        if int(snapshot.numOfFiles()) > 0:
+            # The latest version, as the snapshot just taken (its state is computed once, where `versionAsOf`
+            # builds a snapshot of its own); a commit meanwhile leaves the read unpinned, so it is not noted.
+            stored = self.spark.read.format("delta").load(path)
+            found = _with_keys(stored, shape, keys, self._json_frame)
+            for (text,) in found.select(F.to_json(F.struct(*[F.col(quote(c)) for c in found.columns]))).collect():
+                row = _row_from_json(table, json.loads(text), shape)
+                rows[row.pk] = row
+            if int(self._snapshot(path).version()) != version:
+                self._rows_read.pop(table, None)
+                return rows
+        self._rows_read[table] = _RowsRead(version, frozenset(keys), frozenset(rows))
         return rows
 
     def refused_rows(self, table: str, rows: Sequence[TargetRow]) -> dict[PrimaryKey, str]:
@@ -256,7 +291,8 @@ class DeltaTarget(SparkFoldTarget):
         return written
 
     def _merge(self, table: str, rows: Sequence[TargetRow], marker: BatchMarker) -> int:
-
+        """Write the rows with the guard: appended when none of them is stored (see :meth:`_rows_are_new`),
+        else one MERGE."""
         shape = self._evolve(table, rows)
         schema = ", ".join(
             [f"{quote(n)} {k}" for n, k in shape.pk.items()]
@@ -264,8 +300,23 @@ class DeltaTarget(SparkFoldTarget):
             + [_BOOKKEEPING_DDL]
         )
         source = self._json_frame([_json_row(_row_record(row)) for row in rows], schema)
-        self._guarded_merge(table, source, shape.pk, marker)
+        if self._rows_are_new(table, rows):
+            self._append(table, source, marker)
+        else:
+            self._guarded_merge(table, source, shape.pk, marker)
         return len(rows)
+
+    def _rows_are_new(self, table: str, rows: Sequence[TargetRow]) -> bool:
+        """Whether the table holds none of the rows' keys: it holds no file, or :meth:`read_rows` looked all of
+        them up in the version that is still the latest and found none. Then an append writes what the MERGE
+        would, without the MERGE's scan of the table and its join."""
+        snapshot = self._snapshot(self.path(table))
+        if int(snapshot.numOfFiles()) == 0:
+            return True
+        read = self._rows_read.get(table)
+        if read is None or read.found or read.version != int(snapshot.version()):
+            return False
+        return all(row.pk in read.keys for row in rows)
 
     def _evolve(self, table: str, rows: Sequence[TargetRow]) -> _TableShape:
         """Create the table or add the batch's new columns (rows were checked by refused_rows)."""
@@ -397,6 +448,7 @@ class DeltaTarget(SparkFoldTarget):
             .option("txnVersion", marker.batch_id)
             .save(self.path(table))
         )
+        self._committed(self.path(table), marker)
 
     def _overwrite_is_cheaper(self, folded: FoldedTable) -> bool:
         """Whether the changed rows lie in every file of the table version the fold read, that table is small
@@ -473,6 +525,7 @@ class DeltaTarget(SparkFoldTarget):
                 .whenMatchedUpdateAll(condition=GUARD)
             )
             (merge.whenNotMatchedInsertAll() if insert else merge).execute()
+        self._committed(self.path(table), marker)
 
     def _overwrite(self, table: str, source: DataFrame, pk: Iterable[str], marker: BatchMarker) -> None:
         """Replace the table with its rows not in `source` plus `source`, committed with the batch's txn marker:
@@ -492,6 +545,7 @@ class DeltaTarget(SparkFoldTarget):
             .option("txnVersion", marker.batch_id)
             .save(self.path(table))
         )
+        self._committed(self.path(table), marker)
 
     @contextmanager
     def _txn(self, marker: BatchMarker) -> Iterator[None]:
@@ -573,6 +627,31 @@ def _union(column: Column, kind: str, fields: tuple[str, ...]) -> Column:
     wanted = UNION_FIELD[kind]
     types = {"z": BOOLEAN, "l": LONG, "d": DOUBLE, "s": STRING, "b": BINARY}
     return F.struct(*[(column if name == wanted else F.lit(None).cast(types[name])).alias(name) for name in fields])
+
+
+def _with_keys(
+    stored: DataFrame, shape: _TableShape, keys: Collection[PrimaryKey], frame: Callable[[list[str], str], DataFrame]
+) -> DataFrame:
+    """The rows of `stored` whose key is one of `keys`: a filter on a one-column key (Delta skips the files
+    whose key range holds none of them), else (or for many keys) a join with the keys as a frame (`frame`:
+    JSON texts, DDL)."""
+    from pyspark.sql import functions as F
+
+    if len(shape.pk) == 1 and len(keys) <= KEY_FILTER_MAX:
+        name, kind = next(iter(shape.pk.items()))
+        values = [_typed_key(dict(pk).get(name), kind) for pk in keys]
+        return stored.where(F.col(quote(name)).isin(values))
+    pk_schema = ", ".join(f"{quote(name)} {kind}" for name, kind in shape.pk.items())
+    wanted = frame([_json_row(dict(pk)) for pk in keys], pk_schema)
+    return stored.join(wanted, on=list(shape.pk), how="inner")
+
+
+def _typed_key(value: PkValue | None, kind: str) -> PkValue | None:
+    """A key value as the key column compares it; a value of another type matches no row (None)."""
+    wanted = {LONG: int, STRING: str, BINARY: bytes}.get(kind)
+    if wanted is None or isinstance(value, bool) or not isinstance(value, wanted):
+        return None
+    return value
 
 
 def _batch_key_columns(shape: _TableShape) -> list[Column]:

@@ -46,6 +46,8 @@ def job_settings(stack: StackEndpoints, prefix: str, work: Path, **apply: Any) -
         "checkpoint_location": str(work / "checkpoint"),
         "app_id": prefix,
         "max_offsets_per_trigger": 300,
+        # the Spark path, which these tests were written for (test_small_batches sets its own threshold)
+        "small_batch_max_messages": 0,
         **apply,
     }
     return {

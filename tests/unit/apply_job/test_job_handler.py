@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from cdcbridge.apply.job import ApplySummary, _BatchHandler
 from cdcbridge.apply.routing import TopicRouting
+from cdcbridge.apply.target import SparkFoldTarget
 from cdcbridge.config import parse_config
 
 from .memory_target import MemoryTarget
@@ -94,7 +95,7 @@ def test_the_handler_fetches_a_new_schema_id_and_decodes_the_batch_again(monkeyp
     monkeypatch.setattr(handler.schemas, "resolve", lambda ids: resolved.append(list(ids)) or {})
     attempts = []
 
-    def decoded(batch, schemas):
+    def decoded(batch, schemas, at_once=False):
         attempts.append(batch)
         if len(attempts) == 1:
             raise UnknownSchemaId(9)
@@ -118,7 +119,7 @@ def test_a_batch_updates_the_apply_metrics_once(monkeypatch) -> None:
     messages, _ = bridge_messages(generate_records("users", keys=4, records=30, seed=1), BridgeTableFormat(),
                                   topic_prefix="t")  # fmt: skip
     records = kafka_records(with_redeliveries(messages, seed=1, fraction=0.5))
-    monkeypatch.setattr(job, "decoded_records", lambda batch, schemas: iter(records))
+    monkeypatch.setattr(job, "decoded_records", lambda batch, schemas, at_once=False: iter(records))
     metrics = ApplyMetrics(include_process_metrics=False)
     now_ms = 1_750_000_000_000 + 60_000  # a minute after the workload's first commit
     summary = ApplySummary()
@@ -144,12 +145,58 @@ def test_without_metrics_the_handler_counts_nothing_and_still_applies(monkeypatc
     from cdcbridge.apply import job
 
     config = parse_config({"source": {"tables": [{"name": "users"}]}}, environ={})
-    monkeypatch.setattr(job, "decoded_records", lambda batch, schemas: iter([]))
+    monkeypatch.setattr(job, "decoded_records", lambda batch, schemas, at_once=False: iter([]))
     summary = ApplySummary()
     handler = _BatchHandler(config, MemoryTarget(), TopicRouting.from_config(config), summary)
     handler.start("app")
     handler("frame", 0)
     assert summary.report.batches == 1 and handler.metrics is None
+
+
+class SparkMemoryTarget(MemoryTarget, SparkFoldTarget):
+    """A memory target the handler takes for a Spark one (the Spark path itself is replaced in the test)."""
+
+    def current_rows(self, tables, grouped):
+        raise AssertionError("not called: the Spark applier is replaced")
+
+    def refusal(self, folded):
+        return None
+
+    def write_folded(self, marker, tables):
+        raise AssertionError("not called: the Spark applier is replaced")
+
+
+def test_a_batch_of_at_most_the_threshold_goes_to_the_driver_in_one_collect_and_larger_ones_to_spark(
+    monkeypatch,
+) -> None:
+    from cdcbridge.apply import job
+    from cdcbridge.apply.batch_report import BatchReport
+
+    config = parse_config({"source": {"tables": [{"name": "a"}]}, "apply": {"small_batch_max_messages": 5}},
+                          environ={})  # fmt: skip
+    sizes = {"five": 5, "six": 6, "unknown": None}
+    monkeypatch.setattr(job, "kafka_batch_messages", lambda batch: sizes[batch])
+    collected: list[tuple[str, bool]] = []
+
+    def decoded(batch, schemas, at_once=False):
+        collected.append((batch, at_once))
+        return iter([])
+
+    monkeypatch.setattr(job, "decoded_records", decoded)
+    handler = _BatchHandler(config, SparkMemoryTarget(), TopicRouting.from_config(config), ApplySummary())
+    handler.start("app")
+    on_spark: list[str] = []
+    assert handler.spark_applier is not None
+
+    def on_spark_path(batch_id, batch, schemas):
+        on_spark.append(batch)
+        return BatchReport(spark_batches=1)
+
+    monkeypatch.setattr(handler.spark_applier, "apply", on_spark_path)
+    assert handler._apply("five", 0).small_batches == 1
+    assert handler._apply("six", 1).spark_batches == 1
+    assert handler._apply("unknown", 2).spark_batches == 1
+    assert collected == [("five", True)] and on_spark == ["six", "unknown"]
 
 
 def test_the_kafka_lag_is_the_largest_partition_lag_of_any_source() -> None:
