@@ -117,20 +117,26 @@ def hash_value(key: bytes, value: Value) -> str:
 
 
 class _Hasher:
-    """:func:`hash_value` with the key's HMAC state computed once (copying it is about twice as fast per value)."""
+    """:func:`hash_value` with the key folded in once: HMAC as RFC 2104 builds it from two keyed SHA-256 states, which
+    copying costs a third of what copying an ``hmac.HMAC`` does (it is most of the cost of masking a record)."""
 
-    __slots__ = ("_keyed",)
+    __slots__ = ("_inner", "_outer")
 
     def __init__(self, key: bytes) -> None:
-        self._keyed = hmac.new(key, digestmod=hashlib.sha256)
+        block = hashlib.sha256().block_size
+        padded = (hashlib.sha256(key).digest() if len(key) > block else key).ljust(block, b"\0")
+        self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in padded))
+        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in padded))
 
     def __repr__(self) -> str:
         return "_Hasher()"
 
     def __call__(self, value: Value) -> str:
-        mac = self._keyed.copy()
-        mac.update(_text_bytes(value))
-        return mac.hexdigest()
+        inner = self._inner.copy()
+        inner.update(_text_bytes(value))
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.hexdigest()
 
 
 def _text_bytes(value: Value) -> bytes:

@@ -145,3 +145,10 @@ def test_hashing_needs_a_key_and_the_policy_never_shows_it() -> None:
         ColumnPolicy("users", ColumnSettings(mask={"email": MaskMethod.HASH}), None)
     assert KEY.decode() not in repr(policy(mask={"email": "hash"}))
     ColumnPolicy("users", ColumnSettings(mask={"ssn": MaskMethod.REDACT}), None)  # redaction needs no key
+
+
+@pytest.mark.parametrize("key", [b"k" * 16, b"a-key-longer-than-the-sha256-block-of-64-bytes-" * 3, b"\x00\xff" * 20])
+def test_the_policy_s_hashes_are_the_standard_hmac_sha256_for_any_key_length(key: bytes) -> None:
+    masking = ColumnPolicy("users", ColumnSettings(mask={"c": MaskMethod.HASH}), key)
+    for value in ("ann@example.com", "", 0, 2.5, True, b"\x01"):
+        assert masking.apply(put_row(c=value)).cells[0].value == hash_value(key, value)
