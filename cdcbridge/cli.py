@@ -513,13 +513,18 @@ def bench_apply(ctx: click.Context, batch_sizes: str, batches: int, targets: str
     "--formats", type=click.Choice(["MUTATE_LOG", "RECORD_IMAGE+MUTATE_LOG"]), default="MUTATE_LOG", show_default=True
 )
 @click.option("--partitions", default=6, show_default=True)
+@click.option("--masked", is_flag=True, help="Exclude one column, hash two and redact one (source.tables[].columns).")
 @click.pass_context
-def bench_bridge(ctx: click.Context, records: int, formats: str, partitions: int) -> None:
+def bench_bridge(ctx: click.Context, records: int, formats: str, partitions: int, masked: bool) -> None:
     """One worker, emulator → Kafka (Avro, acks=all), against raw produce of the same messages (the ceiling)."""
-    from cdcbridge.harness.bench.bridge import run_bridge_bench
+    from cdcbridge.harness.bench.bridge import MASKED_COLUMNS, run_bridge_bench
 
-    figures = run_bridge_bench(records=records, formats=tuple(formats.split("+")), partitions=partitions)
+    figures = run_bridge_bench(
+        records=records, formats=tuple(formats.split("+")), partitions=partitions,
+        columns=MASKED_COLUMNS if masked else None,
+    )  # fmt: skip
     name = "bridge" if formats == "MUTATE_LOG" else "bridge-both-formats"
+    name += "-masked" if masked else ""
     _report(ctx, name, {k: v for k, v in figures.items() if not isinstance(v, dict | list)})
 
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from cdcbridge.contract import MessageFormat
 from cdcbridge.coordination.settings import CoordinationSettings
+from cdcbridge.formats.columns import ColumnPolicy, ColumnSettings
 from cdcbridge.formats.table_format import BridgeTableFormat
 
 #: `${NAME}`, `${NAME:-default}` (environment) or `${file:/path}` (a secret file, e.g. a mounted Kubernetes secret).
@@ -58,6 +59,9 @@ class TableConfig(BridgeTableFormat):
     on_trimmed: OnTrimmed = Field(
         OnTrimmed.STOP, description="on records trimmed before they were read: stop (halt the shard) or continue"
     )
+    columns: ColumnSettings | None = Field(
+        None, description="column selection and masking, applied before anything reaches Kafka (keys below)"
+    )
 
     @field_validator("on_trimmed")
     @classmethod
@@ -86,6 +90,12 @@ class SourceConfig(_Section):
         description="a worker whose table (or its stream) does not exist yet waits for it, logging once a minute "
         "what to create and how, instead of exiting",
     )
+    column_hash_key: SecretStr | None = Field(
+        None,
+        min_length=16,
+        description="HMAC-SHA256 key of columns masked with hash (16+ characters; use ${ENV} or ${file:PATH}): "
+        "the same key gives the same masked values, so joins across tables and runs still work",
+    )
     tables: tuple[TableConfig, ...] = Field(min_length=1)
 
     @field_validator("tables")
@@ -96,6 +106,25 @@ class SourceConfig(_Section):
         if duplicates:
             raise ValueError(f"table(s) listed twice: {', '.join(duplicates)}")
         return tables
+
+    @model_validator(mode="after")
+    def _hash_key_when_hashing(self) -> SourceConfig:
+        hashing = [t.name for t in self.tables if t.columns is not None and t.columns.hashes]
+        if hashing and self.column_hash_key is None:
+            raise ValueError(
+                f"table(s) {', '.join(hashing)} mask columns with hash but column_hash_key is not set; set "
+                "source.column_hash_key to ${CDCBRIDGE_COLUMN_HASH_KEY} (or ${file:/path/to/key}) and keep the key "
+                "the same for as long as masked values must join"
+            )
+        return self
+
+    def column_policy(self, name: str) -> ColumnPolicy | None:
+        """The column selection and masking of table `name`, or None when it publishes every column as it is."""
+        settings = self.table(name).columns
+        if settings is None:
+            return None
+        key = self.column_hash_key.get_secret_value().encode() if self.column_hash_key is not None else None
+        return ColumnPolicy(name, settings, key)
 
     def table(self, name: str) -> TableConfig:
         for table in self.tables:
@@ -593,7 +622,8 @@ def reference_markdown() -> str:
         for name, info in model.model_fields.items():
             key = f"{prefix}{name}"
             annotation = info.annotation
-            nested = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+            candidates = [annotation, *typing.get_args(annotation)]  # a section may be optional (`X | None`)
+            nested = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
             if name == "tables":
                 rows.append(f"| `{key}` | (required) | list of tables; each entry has the keys below |")
                 describe(TableConfig, f"{key}[].")

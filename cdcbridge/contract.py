@@ -63,6 +63,9 @@ def seq_key(epoch: int, timestamp_us: int, row_index: int, op_index: int) -> str
 #: Kafka header of a RECORD_IMAGE tombstone (null value) carrying its row delete's seq_key: the apply job applies a
 #: bare tombstone only with it (a tombstone re-sent after a restart must not delete a row a later image re-created).
 TOMBSTONE_SEQ_KEY_HEADER = "cdcbridge-seq-key"
+#: Kafka header on every message of a table with redacted columns (`source.tables[].columns.mask: redact`): their
+#: names, sorted and comma-separated, so a consumer tells a redacted (null) column from one the source deleted.
+REDACTED_COLUMNS_HEADER = "cdcbridge-redacted-columns"
 #: Kafka header of a dead-letter reference (kafka.dead_letter_topic): why the original message is not on its topic.
 DEAD_LETTER_REASON_HEADER = "cdcbridge-dead-letter-reason"
 

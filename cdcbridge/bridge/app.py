@@ -141,6 +141,7 @@ def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) ->
             end_time_us=to_us(config.bridge.end_time) if config.bridge.end_time else None,
             dead_letter_topic=config.kafka.dead_letter_topic, dead_letter_over_bytes=dead_letter_over,
             fast_encoders=fast_encoders(rt, serializers, source.instance),
+            columns=source.column_policy(rt.table.name),
         )  # fmt: skip
         log.info("table %s: %s", rt.table.name, encoding_path(rt.table.formats, context.fast_encoders))
         runtime.workers[rt.table.name] = Worker(

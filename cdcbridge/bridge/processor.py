@@ -26,7 +26,12 @@ from functools import partial
 from cdcbridge.bridge.acks import AckPage, AckTracker, ConfirmedPosition
 from cdcbridge.bridge.row_lookup import CurrentRow
 from cdcbridge.changes import ChangeRecord, Value
-from cdcbridge.contract import DEAD_LETTER_REASON_HEADER, TOMBSTONE_SEQ_KEY_HEADER, MessageFormat
+from cdcbridge.contract import (
+    DEAD_LETTER_REASON_HEADER,
+    REDACTED_COLUMNS_HEADER,
+    TOMBSTONE_SEQ_KEY_HEADER,
+    MessageFormat,
+)
 from cdcbridge.coordination.errors import CheckpointError, LeaseLostError, LeaseStoreUnavailableError
 from cdcbridge.coordination.processor import (
     InitializationInput,
@@ -36,6 +41,7 @@ from cdcbridge.coordination.processor import (
     ShutdownInput,
     ShutdownReason,
 )
+from cdcbridge.formats.columns import ColumnPolicy
 from cdcbridge.formats.fast_envelopes import PageLists
 from cdcbridge.formats.keys import record_key
 from cdcbridge.formats.table_format import BridgeTableFormat
@@ -85,6 +91,9 @@ class BridgeContext:
     #: leave the record to the builders and serializers, which also word the errors of bad records. Used only when
     #: every format of the table has one.
     fast_encoders: Mapping[MessageFormat, FastEncoder] = field(default_factory=dict)
+    #: The table's column selection and masking (`source.tables[].columns`), applied to every record and read-back
+    #: row before either encoder sees it; None: every column as it is (and no cost).
+    columns: ColumnPolicy | None = None
 
 
 class BridgeProcessor(RecordProcessor):
@@ -130,6 +139,9 @@ class BridgeProcessor(RecordProcessor):
         if self._past_end_time:
             return  # later records are later still: nothing more is produced or checkpointed for this shard
         batch = self._within_end_time(records.records)
+        columns = self._context.columns
+        if columns is not None:
+            batch = columns.apply_all(batch)
         start_us = self._start_us
         produced_records = batch if start_us is None else [r for r in batch if r.sequence.timestamp_us >= start_us]
         rows = self._lookup_rows(produced_records)  # the skipped records need no row read back
@@ -162,10 +174,17 @@ class BridgeProcessor(RecordProcessor):
     def _produce_page(self, page: AckPage, values: list[bytes | None]) -> None:
         sink = self._context.sink
         produce, on_delivery, topics, keys = sink.produce_tracked, page.on_delivery, page.topics, page.keys
+        columns = self._context.columns
+        table_headers = (
+            [(REDACTED_COLUMNS_HEADER, columns.redacted_header)]
+            if columns is not None and columns.redacted_header is not None
+            else None
+        )
         for index, value in enumerate(values):
-            headers = None
+            headers = table_headers
             if value is None:  # the tombstone after a row-deleted image: same seq as that image
-                headers = [(TOMBSTONE_SEQ_KEY_HEADER, page.sequences[page.locate(index)[0]].key(0).encode())]
+                tombstone_seq = (TOMBSTONE_SEQ_KEY_HEADER, page.sequences[page.locate(index)[0]].key(0).encode())
+                headers = [tombstone_seq, *(table_headers or ())]
             try:
                 produce(topics[index], keys[index], value, partial(on_delivery, index), headers)
             except MessageTooLargeError as error:  # refused before it was queued
@@ -268,6 +287,8 @@ class BridgeProcessor(RecordProcessor):
         if not wanted or context.read_rows is None:
             return {}
         rows = context.read_rows(context.table, [list(r.primary_key) for r in wanted])
+        if context.columns is not None:
+            rows = [context.columns.apply_row(row) for row in rows]
         return {id(record): row for record, row in zip(wanted, rows, strict=True)}
 
     def _on_delivery_failure(self, page: AckPage, index: int, error: KafkaSideError) -> None:

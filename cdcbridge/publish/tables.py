@@ -20,6 +20,7 @@ from tablestore import OTSClient
 from cdcbridge.config import BridgeConfig, TableConfig
 from cdcbridge.contract import TOPIC_CLEANUP_POLICY, MessageFormat
 from cdcbridge.formats import fast_envelopes
+from cdcbridge.formats.columns import ColumnPolicyError
 from cdcbridge.formats.schemas import schema_text
 from cdcbridge.kafka.errors import BrokerUnreachableError, RegistryUnreachableError
 from cdcbridge.kafka.schemas import TopicValueSerializers
@@ -67,6 +68,19 @@ def source_client(config: BridgeConfig) -> OTSClient:
     )  # fmt: skip
 
 
+def check_column_settings(config: BridgeConfig, ots: OTSClient, table: str) -> None:
+    """Refuse to start when `source.tables[].columns` names a primary-key column of `table` (only Tablestore knows
+    the primary key, so this is checked at start, before anything is published)."""
+    policy = config.source.column_policy(table)
+    if policy is None:
+        return
+    primary_key = [str(column[0]) for column in ots.describe_table(table).table_meta.schema_of_primary_key]
+    try:
+        policy.check_primary_key(primary_key)
+    except ColumnPolicyError as error:
+        raise BridgeStartError(str(error)) from None
+
+
 def prepare_tables(
     config: BridgeConfig, ots: OTSClient, streams: StreamClient, stop: threading.Event
 ) -> tuple[list[TableRuntime], TopicValueSerializers]:
@@ -77,6 +91,7 @@ def prepare_tables(
     tables = []
     for table in source.tables:
         stream_id = table_stream_id(streams, table, source.instance, wait=source.wait_for_tables, stop=stop)
+        check_column_settings(config, ots, table.name)
         tables.append(TableRuntime(table, stream_id, table.topics(prefix=prefix, table=table.name)))
 
     admin = TopicAdmin(config.kafka.client_config())

@@ -20,7 +20,8 @@ from tablestore import OTSClientError, OTSServiceError
 from urllib3.exceptions import HTTPError
 
 from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
-from cdcbridge.contract import CellOp, MessageFormat
+from cdcbridge.contract import REDACTED_COLUMNS_HEADER, CellOp, MessageFormat
+from cdcbridge.formats.columns import ColumnPolicy
 from cdcbridge.formats.keys import record_key
 from cdcbridge.formats.table_format import BridgeTableFormat
 from cdcbridge.kafka.sink import MessageSink
@@ -62,6 +63,13 @@ class Publisher:
     sink: MessageSink
     #: The C encoders per format (as the bridge's); without them the builders and `serialize` do the work.
     fast_encoders: Mapping[MessageFormat, FastEncoder] = field(default_factory=dict)
+    #: The table's column selection and masking, applied to every row before it is encoded (as the bridge does).
+    columns: ColumnPolicy | None = None
+
+    def headers(self) -> list[tuple[str, bytes]] | None:
+        """Headers of every message of the table: the redacted columns' names, if any."""
+        header = self.columns.redacted_header if self.columns is not None else None
+        return [(REDACTED_COLUMNS_HEADER, header)] if header is not None else None
 
     def encoder(self) -> RecordEncoder:
         return RecordEncoder(
@@ -169,16 +177,18 @@ class RangeExporter:
             messages += [(key, message) for message in encoded]
         page = acks.add_page(next_key, len(rows), len(messages))
         on_ack = partial(acks.ack, page)
-        produce = publisher.sink.produce
+        produce, headers = publisher.sink.produce, publisher.headers()
         for key, (topic, _, value) in messages:
-            produce(topic, key, value, on_ack)
+            produce(topic, key, value, on_ack, headers)
 
     def _record(self, row: Any) -> ChangeRecord:
         primary_key = [(name, _plain(value)) for name, value in row.primary_key]
         cells = [Cell(name, CellOp.PUT, _plain(value), timestamp) for name, value, timestamp in row.attribute_columns]
-        return ChangeRecord(
+        record = ChangeRecord(
             self._publisher.table, RecordAction.PUT, primary_key, cells, self._sequence, SNAPSHOT_SHARD_ID
         )
+        columns = self._publisher.columns
+        return record if columns is None else columns.apply(record)
 
     def _save_confirmed(self, acks: RangeAcks, progress: RangeProgress) -> RangeProgress:
         confirmed = acks.confirmed()

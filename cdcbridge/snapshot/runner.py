@@ -116,6 +116,7 @@ class TableSnapshot:
             table=self._name, instance=config.source.instance, table_format=table.table,
             topic_prefix=config.kafka.topic_prefix, topics=table.topics, serialize=serializers.serialize, sink=sink,
             fast_encoders=fast_encoders(table, serializers, config.source.instance),
+            columns=config.source.column_policy(self._name),
         )  # fmt: skip
         self._stop = stop
         self._progress_file = progress_file

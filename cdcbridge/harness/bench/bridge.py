@@ -42,6 +42,12 @@ STATUSES = ("NEW", "PAID", "SHIPPED", "CANCELLED")
 REGIONS = ("cn-hangzhou", "eu-central-1", "us-west-1")
 ACCESS_KEY_ID = "emulator-id"
 ACCESS_KEY_SECRET = "emulator-secret"
+#: `--masked`: the column settings of the masked run (one column left out, a string and an integer hashed, one
+#: string redacted: every kind of work the transformation does) and its throwaway key.
+MASKED_COLUMNS: dict[str, Any] = {
+    "exclude": ["payload"], "mask": {"label": "hash", "order_count": "hash", "status": "redact"},
+}  # fmt: skip
+BENCH_HASH_KEY = "bench-column-hash-key-not-a-secret"
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +203,7 @@ class _Watch:
 
 def _run_bridge_phase(
     endpoints: Any, emulator: _PrefilledEmulator, formats: Sequence[str], partitions: int, records: int,
-    coordination: dict[str, Any], timeout: float,
+    coordination: dict[str, Any], timeout: float, columns: dict[str, Any] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     from cdcbridge.bridge.app import run_bridge
     from cdcbridge.config import parse_config
@@ -210,7 +216,9 @@ def _run_bridge_phase(
             "source": {
                 "endpoint": emulator.url, "instance": "bench", "access_key_id": ACCESS_KEY_ID,
                 "access_key_secret": ACCESS_KEY_SECRET,
-                "tables": [{"name": TABLE, "formats": list(formats), "partitions": partitions}],
+                "tables": [{"name": TABLE, "formats": list(formats), "partitions": partitions,
+                            **({"columns": columns} if columns else {})}],
+                **({"column_hash_key": BENCH_HASH_KEY} if columns else {}),
             },
             "coordination": {"status_table": f"bench_status_{suffix}", **coordination},
             "kafka": {
@@ -380,6 +388,7 @@ def run_bridge_bench(
     endpoints: Any = None,
     state_dir: Path | None = None,
     timeout: float = 3600.0,
+    columns: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Bridge records/s for `records` PUT changes of a 10-column table, and raw produce of the same messages.
 
@@ -388,6 +397,7 @@ def run_bridge_bench(
     reads them all); `partitions`: of each topic.
     `coordination`: overrides of the worker's coordination settings (defaults otherwise), e.g.
     ``{"worker_loop_interval_seconds": 0.002}`` to see what the worker loop's pause between tasks costs.
+    `columns`: the table's `columns` setting (selection and masking; e.g. MASKED_COLUMNS), none by default.
     `endpoints`: a running Kafka + registry (StackEndpoints); by default both are started for the run in
     `state_dir` (a temporary folder by default) and stopped at the end.
 
@@ -407,7 +417,9 @@ def run_bridge_bench(
         if stack is not None:
             endpoints = stack.up(StackPorts(0, 0, 0, 0), services=("kafka", "registry"))
         emulator.wait_filled()
-        bridge = _run_bridge_phase(endpoints, emulator, formats, partitions, records, coordination or {}, timeout)
+        bridge = _run_bridge_phase(
+            endpoints, emulator, formats, partitions, records, coordination or {}, timeout, columns
+        )
         emulator.stop()
         emulator = None  # its memory and CPU are not part of the ceiling's run
         ceiling = _run_ceiling_phase(endpoints, bridge["topics"], partitions, records * len(formats))
@@ -421,6 +433,7 @@ def run_bridge_bench(
     return {
         "records": records,
         "formats": "+".join(formats),
+        "masked_columns": bool(columns),
         "messages": records * len(formats),
         "partitions": partitions,
         "shards": shards,

@@ -4,10 +4,13 @@ acknowledged pages, and a resume that re-exports only what was not acknowledged.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import pytest
 
 from cdcbridge.changes import Sequence
+from cdcbridge.contract import REDACTED_COLUMNS_HEADER
+from cdcbridge.formats.columns import ColumnPolicy, ColumnSettings, hash_value
 from cdcbridge.snapshot.errors import SnapshotExportError
 from cdcbridge.snapshot.export import RangeExporter, RowCounter, snapshot_sequence
 from cdcbridge.snapshot.state import SnapshotStateStore
@@ -83,3 +86,22 @@ def test_an_unreadable_range_names_the_key_and_keeps_the_progress() -> None:
     client.fail_next("GetRange", OTSServiceError(500, "OTSInternalServerError", "boom"))
     with pytest.raises(SnapshotExportError, match=r"range 0: GetRange from \(-inf\) failed"):
         exporter(client, FakeSink()).export(FULL_RANGE)
+
+
+def test_the_snapshot_masks_rows_like_the_stream_and_names_the_redacted_columns() -> None:
+    key = b"unit-test-column-hash-key"
+    client, sink = source_with_rows(3), FakeSink()
+    headers: list = []
+    produce = sink.produce
+    sink.produce = lambda *args: headers.append(args[4]) or produce(*args)  # type: ignore[method-assign]
+    columns = ColumnPolicy("orders", ColumnSettings.model_validate({"mask": {"v": "hash", "n": "redact"}}), key)
+    masked = replace(publisher(sink), columns=columns)
+    RangeExporter(
+        ots=client, publisher=masked, store=SnapshotStateStore(client, STATUS), stream_id=STREAM, start_us=T0_US,
+        page_rows=4, counter=RowCounter(), halt=threading.Event(), drain_timeout_seconds=0.2,
+    ).export(FULL_RANGE)  # fmt: skip
+    image, mutation = sink.values(".image")[2], sink.values(".mutation")[2]
+    assert image["columns"] == {"v": {"value": ("string", hash_value(key, "value-2")), "version": 1}}
+    assert [(c["name"], c["value"]) for c in mutation["cells"]] == [("v", ("string", hash_value(key, "value-2")))]
+    assert "value-" not in repr(sink.messages)
+    assert headers == [[(REDACTED_COLUMNS_HEADER, b"n")]] * 6
