@@ -417,26 +417,27 @@ class DeltaTarget(SparkFoldTarget):
             pk = dict(next(iter(folded.pk_signatures)))
             shape = self._ensure_shape(table, pk, check.new_columns)
             source = folded.rows.select(*_for_shape(self._source_columns, table, shape, _merge_source_columns))
-            if self._only_new_rows(folded):
+            latest = self._snapshot(self.path(table))  # one read of the log decides the write mode
+            if self._only_new_rows(folded, latest):
                 self._append(table, source, marker)
-            elif self._overwrite_is_cheaper(folded):
+            elif self._overwrite_is_cheaper(folded, latest):
                 self._overwrite(table, source, shape.pk, marker)
-            elif self._split_by_stored_rows(folded):
+            elif self._split_by_stored_rows(folded, latest):
                 self._append_new_then_merge_stored(table, folded, shape, marker)
             else:
                 self._guarded_merge(table, source, shape.pk, marker)
             written[table] = folded.rows_changed
         return written
 
-    def _only_new_rows(self, folded: FoldedTable) -> bool:
+    def _only_new_rows(self, folded: FoldedTable, latest: Any) -> bool:
         """Whether none of the changed rows is stored: the fold read none of them (it names no file) in the
         table version that is still the latest, or the table holds no file at all (new or empty). Then a plain
-        append writes what the MERGE would, without its scan of the table and its join."""
-        snapshot = self._snapshot(self.path(folded.table))
-        if int(snapshot.numOfFiles()) == 0:
+        append writes what the MERGE would, without its scan of the table and its join. `latest`: the table's
+        latest snapshot."""
+        if int(latest.numOfFiles()) == 0:
             return True
         read = self._fold_reads.get(folded.table)
-        return read is not None and not folded.files and int(snapshot.version()) == read.version
+        return read is not None and not folded.files and int(latest.version()) == read.version
 
     def _append(self, table: str, source: DataFrame, marker: BatchMarker) -> None:
         """Append `source` (rows with keys the table does not hold) under the batch's txn marker; Delta skips
@@ -450,7 +451,7 @@ class DeltaTarget(SparkFoldTarget):
         )
         self._committed(self.path(table), marker)
 
-    def _overwrite_is_cheaper(self, folded: FoldedTable) -> bool:
+    def _overwrite_is_cheaper(self, folded: FoldedTable, latest: Any) -> bool:
         """Whether the changed rows lie in every file of the table version the fold read, that table is small
         (at most `overwrite_max_bytes`), and it is still at that version (so the fold saw every row it replaces)."""
         read = self._fold_reads.get(folded.table)
@@ -458,16 +459,16 @@ class DeltaTarget(SparkFoldTarget):
             return False
         if read.size_bytes > self.overwrite_max_bytes:
             return False
-        return int(self._snapshot(self.path(folded.table)).version()) == read.version
+        return int(latest.version()) == read.version
 
-    def _split_by_stored_rows(self, folded: FoldedTable) -> bool:
+    def _split_by_stored_rows(self, folded: FoldedTable, latest: Any) -> bool:
         """Whether the batch is written as an append of its new rows and an update-only MERGE of its stored ones:
         the table is above the overwrite bound (a large one, which the MERGE's outer join would shuffle whole) and
         still at the version the fold read, so the rows the fold found no file for are still new."""
         read = self._fold_reads.get(folded.table)
         if read is None or read.size_bytes <= self.overwrite_max_bytes:
             return False
-        return int(self._snapshot(self.path(folded.table)).version()) == read.version
+        return int(latest.version()) == read.version
 
     def _append_new_then_merge_stored(
         self, table: str, folded: FoldedTable, shape: _TableShape, marker: BatchMarker
