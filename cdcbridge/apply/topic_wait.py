@@ -11,14 +11,12 @@ from collections.abc import Callable, Iterable
 
 from cdcbridge.apply.routing import TopicRouting
 from cdcbridge.kafka.errors import BrokerUnreachableError
+from cdcbridge.observability.wait_log import WaitLog
 
 log = logging.getLogger(__name__)
 
 #: How often a waiting job looks again; topics appear when a worker starts, seconds are enough.
 TOPIC_POLL_SECONDS = 5.0
-#: How often the wait is logged.
-WAIT_LOG_INTERVAL_SECONDS = 60.0
-
 ExistingTopics = Callable[[Iterable[str]], Iterable[str]]
 
 
@@ -34,8 +32,7 @@ def wait_for_topics(
     appear), False if `stop` was set first. `existing(names)` gives those of `names` that exist; a broker that does
     not answer yet counts as every topic missing."""
     wanted = routing.subscribed_topics() if routing.pattern is None else []
-    logged_at: float | None = None
-    logged_problem = ""
+    wait_log = WaitLog(log, clock=clock)
     while True:
         try:
             missing = sorted(set(wanted) - set(existing(wanted)))
@@ -43,16 +40,13 @@ def wait_for_topics(
         except BrokerUnreachableError as error:
             problem = str(error)
         if not problem:
-            if logged_at is not None:
+            if wait_log.waited:
                 log.info("the apply job's topics exist; starting")
             return True
-        now = clock()
-        if logged_at is None or now - logged_at >= WAIT_LOG_INTERVAL_SECONDS or problem != logged_problem:
-            log.warning(
-                "apply job waiting: %s; a bridge worker (`cdcbridge run`) creates a table's topics when it starts on "
-                "the table (apply.wait_for_topics is on)",
-                problem,
-            )
-            logged_at, logged_problem = now, problem
+        wait_log.waiting(
+            problem,
+            "apply job waiting: %s; a bridge worker (`cdcbridge run`) creates a table's topics when it starts on the "
+            "table (apply.wait_for_topics is on)",
+        )
         if stop.wait(poll_seconds):
             return False

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 from cdcbridge.config import TableConfig
+from cdcbridge.observability.wait_log import WaitLog
 from cdcbridge.publish.errors import BridgeStartError
 from cdcbridge.tablestore.client import StreamClient
 from cdcbridge.tablestore.errors import TableNotFoundError
@@ -18,8 +19,6 @@ log = logging.getLogger(__name__)
 
 #: How often a waiting worker looks again: creating a table takes a person or a set-up job, so seconds are enough.
 TABLE_POLL_SECONDS = 5.0
-#: How often the wait is logged, so a log reader sees it without the log filling up.
-WAIT_LOG_INTERVAL_SECONDS = 60.0
 
 
 def create_table_command(table: str) -> str:
@@ -56,21 +55,17 @@ def table_stream_id(
     """The id of the stream to read `table` from. A missing table or stream raises BridgeStartError, or with
     `wait` is looked for again every `poll_seconds` until it appears (or `stop` is set), logged once a minute and
     whenever what is missing changes (the table was created, its stream is still off)."""
-    logged_at: float | None = None
-    logged_problem = ""
+    wait_log = WaitLog(log, clock=clock)
     while True:
         stream_id, problem = _stream_or_problem(streams, table, instance)
         if stream_id is not None:
-            if logged_at is not None:
+            if wait_log.waited:
                 log.info("table %s is ready (stream %s); starting", table.name, stream_id)
             return stream_id
         if not wait:
             raise BridgeStartError(
                 f"{problem} and start the bridge again (or set source.wait_for_tables: true to have workers wait)"
             )
-        now = clock()
-        if logged_at is None or now - logged_at >= WAIT_LOG_INTERVAL_SECONDS or problem != logged_problem:
-            log.warning("waiting for table %s: %s (source.wait_for_tables is on)", table.name, problem)
-            logged_at, logged_problem = now, problem
+        wait_log.waiting(problem, f"waiting for table {table.name}: %s (source.wait_for_tables is on)")
         if stop.wait(poll_seconds):
             raise BridgeStartError(f"stopped while waiting for table {table.name}")
