@@ -104,12 +104,17 @@ def _terminal_kept_for_echo(log_path: Path) -> Iterator[Callable[[str], None]]:
         terminal.close()
 
 
-def _write_config(work: Path, endpoints: StackEndpoints) -> Path:
-    config = {
+def demo_config(
+    work: Path, endpoints: StackEndpoints, *, table: str = TABLE, topic_prefix: str = "demo",
+    apply: dict[str, Any] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The demo's settings: both formats, MUTATE_LOG applied to a local Delta table, lease timings short enough for
+    a demo's splits and takeovers; `apply` settings are added to the apply section."""
+    return {
         "source": {
             "endpoint": endpoints.emulator_url,
             "instance": "cdcbridge",
-            "tables": [{"name": TABLE, "formats": ["RECORD_IMAGE", "MUTATE_LOG"], "partitions": 4}],
+            "tables": [{"name": table, "formats": ["RECORD_IMAGE", "MUTATE_LOG"], "partitions": 4}],
         },
         "coordination": {
             "status_table": "cdcbridge_status",
@@ -123,7 +128,7 @@ def _write_config(work: Path, endpoints: StackEndpoints) -> Path:
         },
         "kafka": {
             "bootstrap_servers": endpoints.kafka_bootstrap,
-            "topic_prefix": "demo",
+            "topic_prefix": topic_prefix,
             "schema_registry": {"url": endpoints.registry_url},
         },
         "apply": {
@@ -131,9 +136,13 @@ def _write_config(work: Path, endpoints: StackEndpoints) -> Path:
             "delta_path": str(work / "delta"),
             "checkpoint_location": str(work / "apply-checkpoint"),
             "prefer_format": "MUTATE_LOG",
+            **(apply or {}),
         },
         "observability": {"log_level": "INFO"},
     }
+
+
+def write_config(work: Path, config: dict[str, Any]) -> Path:
     path = work / "cdcbridge.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
@@ -322,7 +331,7 @@ def _run_demo(work: Path, summary: DemoSummary, echo: Callable[[str], None], *, 
             ReservedThroughput(CapacityUnit(0, 0)), 24,
         )  # fmt: skip
         stream_id = streams.describe_table_stream(TABLE).stream_id
-        config_path = _write_config(work, endpoints)
+        config_path = write_config(work, demo_config(work, endpoints))
         config = load_config(config_path)
         echo("starting two bridge workers (cdcbridge run)")
         workers = [BridgeWorkerProcess(config_path, f"demo-worker-{i}", work / f"demo-worker-{i}.log") for i in (1, 2)]

@@ -16,8 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from cdcbridge.harness.demo import demo_config, write_config
 from cdcbridge.harness.processes import BridgeWorkerProcess, ChildProcess
 from cdcbridge.harness.stack.stack import LocalStack, StackEndpoints, StackPorts
 
@@ -26,41 +25,9 @@ PRIMARY_KEY = [("id", "INTEGER")]
 
 
 def _config(work: Path, endpoints: StackEndpoints, trigger_seconds: float | None) -> Path:
-    """The demo's settings (both formats, MUTATE_LOG applied, the demo's lease timings and idle fetch interval)
-    with the apply job's defaults."""
-    apply: dict[str, Any] = {
-        "target": "delta",
-        "delta_path": str(work / "delta"),
-        "checkpoint_location": str(work / "apply-checkpoint"),
-        "prefer_format": "MUTATE_LOG",
-    }
-    if trigger_seconds is not None:
-        apply["trigger_seconds"] = trigger_seconds
-    config = {
-        "source": {
-            "endpoint": endpoints.emulator_url,
-            "instance": "cdcbridge",
-            "tables": [{"name": TABLE, "formats": ["RECORD_IMAGE", "MUTATE_LOG"], "partitions": 4}],
-        },
-        "coordination": {
-            "status_table": "cdcbridge_status",
-            "lease_duration_seconds": 6.0,
-            "renew_interval_seconds": 2.0,
-            "take_interval_seconds": 2.0,
-            "shard_sync_interval_seconds": 2.0,
-            "idle_fetch_interval_seconds": 0.1,
-        },
-        "kafka": {
-            "bootstrap_servers": endpoints.kafka_bootstrap,
-            "topic_prefix": "trickle",
-            "schema_registry": {"url": endpoints.registry_url},
-        },
-        "apply": apply,
-        "observability": {"log_level": "INFO"},
-    }
-    path = work / "cdcbridge.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path
+    """The demo's settings with the apply job's defaults (and the trigger, if one is given)."""
+    apply = {} if trigger_seconds is None else {"trigger_seconds": trigger_seconds}
+    return write_config(work, demo_config(work, endpoints, table=TABLE, topic_prefix="trickle", apply=apply))
 
 
 class DeltaPoller:

@@ -51,3 +51,19 @@ def test_the_summary_names_the_log_files_under_the_work_folder(tmp_path: Path) -
     assert lines[-4:] == [f"logs                   {tmp_path}/", "  demo.log", "  stack/kafka.log",
                           "  demo-worker-1.log"]  # fmt: skip
     assert not any(line.startswith("logs") for line in DemoSummary().lines())
+
+
+def test_demo_config_is_a_valid_run_configuration_and_takes_apply_settings(tmp_path) -> None:
+    from cdcbridge.config import BridgeConfig
+    from cdcbridge.harness.demo import demo_config
+    from cdcbridge.harness.stack.stack import StackEndpoints
+
+    endpoints = StackEndpoints(emulator_url="http://127.0.0.1:1", kafka_bootstrap="127.0.0.1:2",
+                               registry_url="http://127.0.0.1:3")  # fmt: skip
+    config = BridgeConfig.model_validate(
+        demo_config(tmp_path, endpoints, table="trickle", topic_prefix="trickle", apply={"trigger_seconds": 2.5})
+    )
+    assert [t.name for t in config.source.tables] == ["trickle"]
+    assert config.kafka.topic_prefix == "trickle"
+    assert config.apply.trigger_seconds == 2.5
+    assert config.apply.prefer_format == "MUTATE_LOG"
