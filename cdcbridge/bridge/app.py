@@ -171,7 +171,18 @@ def run_bridge(
     worker_id = worker_id or default_worker_id()
     if not config.source.tables:
         raise ConfigError("source.tables is empty; list the tables to replicate")
-    runtime = start_bridge(config, worker_id, stop)
+    metrics = WorkerMetrics()
+    server = None
+    observability = config.observability
+    if observability.metrics_port is not None:  # before start-up, so a worker waiting for its table is scraped too
+        server = start_metrics_server(observability.metrics_port, observability.metrics_host, registry=metrics)
+        log.info("metrics at %s", server.url)
+    try:
+        runtime = start_bridge(config, worker_id, stop)
+    except BaseException:
+        if server is not None:
+            server.stop()
+        raise
     if own_process:
         tune_for_throughput()  # after start-up: its objects are frozen out of the cycle collector's scans
     failures: list[BaseException] = []
@@ -186,12 +197,6 @@ def run_bridge(
 
     threads = [threading.Thread(target=run_table, args=(rt,), name=f"worker-{rt.table.name}") for rt in runtime.tables]
     log.info("bridge worker %s running %d table(s)", worker_id, len(threads))
-    metrics = WorkerMetrics()
-    server = None
-    observability = config.observability
-    if observability.metrics_port is not None:
-        server = start_metrics_server(observability.metrics_port, observability.metrics_host, registry=metrics)
-        log.info("metrics at %s", server.url)
     pump = StatsPump(
         metrics, dict(runtime.workers), worker_id,
         delivery=runtime.sink.stats if runtime.sink is not None else None,

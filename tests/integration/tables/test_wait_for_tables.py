@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -29,12 +30,17 @@ def test_a_worker_waits_for_its_table_then_replicates_it(
         "coordination": {**FAST_COORDINATION, "status_table": f"status_{suffix}"},
         "kafka": {"bootstrap_servers": stack.kafka_bootstrap, "topic_prefix": prefix,
                   "schema_registry": {"url": stack.registry_url}},
+        "observability": {"metrics_port": 0, "metrics_host": "127.0.0.1"},
     }))  # fmt: skip
     worker = BridgeWorkerProcess(config, "late-1", tmp_path / "worker.log").start()
     try:
         (waiting,) = worker.wait_for_log(rf"waiting for table {table}: (.*)", timeout=120)
         assert f"cdcbridge table create {table} --pk NAME:TYPE,... --stream" in waiting.group(1)
         assert worker.alive
+        (metrics,) = worker.wait_for_log(r"metrics at (\S+)", timeout=30)
+        with urllib.request.urlopen(metrics.group(1), timeout=10) as response:  # scraped while it waits
+            assert response.status == 200
+            assert b"cdcbridge_" in response.read()
 
         created = subprocess.run(
             [sys.executable, "-m", "cdcbridge", "table", "create", table, "--config", str(config), "--pk", "id:string",
