@@ -17,6 +17,20 @@ All rows sit under the table's stream id (primary key StreamId, StatusType, Stat
   `Passed`, `DirtyKeys`, `Epochs` (of the in-window records it saw), `NewestEpoch`, `ReportedMs`.
 
 Times of the window and fence are commit times in µs (the stream records' unit); heartbeats are wall-clock ms.
+
+One chunk, with R = `fence_refresh_seconds` and m = `clock_skew_margin_seconds`:
+
+1. The exporter *announces* it before reading: :meth:`IncrementalSnapshotStore.open_chunk` with W = (time before the
+   write) - m, `fence_us` None and the range [resume, snapshot end) (a superset of what the read will cover). From
+   then on owners mark every key of the range they see change at or after W as dirty.
+2. It waits until R + 2m after the write returned, then reads (t0, t1). Why: an owner acts on a view of the chunks at
+   most R old, so a record it produced without knowing of the chunk was produced before the write + R (its clock,
+   + m) and committed before that (+ m): the read, started later, reflects it, and its message precedes the PUT.
+   Without the announcement, a record committed just after the read but produced before the owner learned of the
+   chunk would be neither reflected nor marked dirty, and the snapshot image would land after it and stay last.
+3. :meth:`IncrementalSnapshotStore.set_fence` narrows the range to what was read and sets F = (time after that write)
+   + R + m. Owners hold in-range records committed after F until the chunk is EMITTED / ABANDONED (or the exporter
+   is dead), and report once they passed F with every record up to F acknowledged by Kafka.
 """
 
 from __future__ import annotations
@@ -131,7 +145,8 @@ class IncrementalChunk:
     snapshot_id: str
     number: int
     window_start_us: int
-    fence_us: int
+    #: None while the chunk is announced and being read (no fence yet: owners only mark dirty keys).
+    fence_us: int | None
     state: ChunkState = ChunkState.OPEN
     begin: KeyBound | None = None
     end: KeyBound | None = None
@@ -147,8 +162,9 @@ class IncrementalChunk:
         return key_in_range(key, begin, end)
 
     def in_window(self, commit_us: int) -> bool:
-        """Whether a change committed at `commit_us` may or may not be reflected in the chunk's read: [W, F]."""
-        return self.window_start_us <= commit_us <= self.fence_us
+        """Whether a change committed at `commit_us` may or may not be reflected in the chunk's read: [W, F]
+        (from W on while the fence is not set)."""
+        return self.window_start_us <= commit_us and (self.fence_us is None or commit_us <= self.fence_us)
 
 
 @dataclass(frozen=True)
@@ -343,11 +359,11 @@ class IncrementalSnapshotStore:
     # ----- chunks ---------------------------------------------------------------------------------------------
 
     def open_chunk(self, snapshot: IncrementalSnapshot, chunk: IncrementalChunk) -> None:
-        """Write `chunk` (state OPEN) as the snapshot's current chunk, after checking the exporter still owns it
-        (ExporterReplacedError otherwise)."""
+        """Write `chunk` (state OPEN, normally without a fence yet: the announcement) as the snapshot's current
+        chunk, after checking the exporter still owns it (ExporterReplacedError otherwise)."""
         self._exporter_update(snapshot, [("UpdatedMs", chunk.opened_ms)], "open a chunk of")
         columns: list[tuple[str, Any]] = [
-            ("Number", chunk.number), ("WindowStartUs", chunk.window_start_us), ("FenceUs", chunk.fence_us),
+            ("Number", chunk.number), ("WindowStartUs", chunk.window_start_us), ("FenceUs", chunk.fence_us or 0),
             ("State", chunk.state.value), ("OpenedMs", chunk.opened_ms),
             ("Begin", _optional_bound(chunk.begin)), ("End", _optional_bound(chunk.end)),
             ("Keys", "" if chunk.keys is None else _encode_keys(chunk.keys)), ("IsKeyList", chunk.keys is not None),
@@ -362,6 +378,19 @@ class IncrementalSnapshotStore:
     def list_chunks(self, stream_id: str) -> list[IncrementalChunk]:
         """The current chunk of every snapshot of the stream (owners keep those OPEN)."""
         return [self._chunk(stream_id, value, columns) for value, columns in self._scan(stream_id, CHUNK_TYPE)]
+
+    def set_fence(self, chunk: IncrementalChunk, fence_us: int, end: KeyBound | None = None) -> IncrementalChunk:
+        """After the read: set F and (for a range chunk) narrow the end to the key after the last row read. Only if
+        `chunk` is still the snapshot's current chunk (SnapshotConflictError otherwise)."""
+        columns: list[tuple[str, Any]] = [("FenceUs", fence_us)]
+        if chunk.keys is None:
+            columns.append(("End", _optional_bound(end)))
+        condition = SingleColumnCondition("Number", chunk.number, ComparatorType.EQUAL, pass_if_missing=False)
+        what = f"chunk {chunk.number} of snapshot {chunk.snapshot_id}"
+        self._write("update_row", Row(self._chunk_key(chunk.stream_id, chunk.snapshot_id), {"put": columns}),
+                    Condition(RowExistenceExpectation.EXPECT_EXIST, condition), f"set the fence of {what}",
+                    conflict=f"{what} is no longer its open chunk")  # fmt: skip
+        return replace(chunk, fence_us=fence_us, end=end if chunk.keys is None else chunk.end)
 
     def close_chunk(self, chunk: IncrementalChunk, state: ChunkState, now_ms: int) -> None:
         """Mark `chunk` EMITTED or ABANDONED (only if it is still the snapshot's current chunk), then delete its
@@ -436,7 +465,7 @@ class IncrementalSnapshotStore:
             keys = tuple(read.bounds("Keys")) if columns.get("IsKeyList") else None
             return IncrementalChunk(
                 stream_id, snapshot_id, int(columns["Number"]), int(columns["WindowStartUs"]),
-                int(columns["FenceUs"]), ChunkState(read.text("State")), read.bound("Begin"), read.bound("End"),
+                int(columns["FenceUs"]) or None, ChunkState(read.text("State")), read.bound("Begin"), read.bound("End"),
                 keys, read.number("OpenedMs"),
             )  # fmt: skip
         except (KeyError, ValueError, TypeError) as error:

@@ -190,3 +190,21 @@ def test_a_malformed_chunk_row_names_the_fix() -> None:
         match=r"malformed \(column 'WindowStartUs' is missing\); cancel it \(`cdcbridge snapshot cancel`\)",
     ):
         store.list_chunks(STREAM)
+
+
+def test_an_announced_chunk_has_no_fence_until_the_read_sets_it_and_narrows_the_range() -> None:
+    store, _ = _store()
+    snapshot = store.claim(store.request(STREAM, SOURCE, now_ms=1_000), "exporter-a", 2_000)
+    announced = IncrementalChunk(STREAM, snapshot.snapshot_id, 1, 100, None, begin=[("id", 5)], end=None)
+    store.open_chunk(snapshot, announced)
+    read = store.read_chunk(STREAM, snapshot.snapshot_id)
+    assert read == announced and read.fence_us is None
+    assert read.in_window(100) and read.in_window(10**15) and not read.in_window(99)
+    assert read.covers([("id", 10**9)])
+    fenced = store.set_fence(read, 900, [("id", 20)])
+    assert store.read_chunk(STREAM, snapshot.snapshot_id) == fenced
+    assert (fenced.fence_us, fenced.end) == (900, [("id", 20)])
+    assert not fenced.in_window(901) and not fenced.covers([("id", 20)])
+    store.open_chunk(snapshot, IncrementalChunk(STREAM, snapshot.snapshot_id, 2, 1000, None, keys=([("id", 3)],)))
+    with pytest.raises(SnapshotConflictError, match="no longer its open chunk"):
+        store.set_fence(fenced, 950, [("id", 30)])
