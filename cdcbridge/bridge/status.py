@@ -28,7 +28,6 @@ from cdcbridge.coordination.leases.lease import (
 from cdcbridge.coordination.leases.tablestore_store import TablestoreLeaseStore, lease_renew_times
 from cdcbridge.publish.tables import source_client
 from cdcbridge.publish.topic_record import TopicPartitionRecord
-from cdcbridge.snapshot.incremental import UNFENCED_US
 from cdcbridge.snapshot.incremental_state import ChunkState, IncrementalSnapshotStore
 from cdcbridge.snapshot.key_bounds import describe_bound
 from cdcbridge.snapshot.state import SnapshotStateStore
@@ -175,7 +174,7 @@ def incremental_status(store: IncrementalSnapshotStore, stream_id: str, table: s
         chunk = store.read_chunk(stream_id, snap.snapshot_id) if snap.exporter_id else None
         open_chunk, held = "", []
         if chunk is not None and chunk.state is ChunkState.OPEN:
-            open_chunk = f"chunk {chunk.number} OPEN ({'announced' if chunk.fence_us == UNFENCED_US else 'fenced'})"
+            open_chunk = f"chunk {chunk.number} OPEN ({'announced' if chunk.fence_us is None else 'fenced'})"
             held = sorted(r.shard_id for r in store.read_reports(stream_id, snap.snapshot_id, chunk.number) if r.passed)
         found.append(IncrementalSnapshotStatus(
             table=table, snapshot_id=snap.snapshot_id, state=snap.state.value, range=f"[{begin}, {end})",

@@ -59,9 +59,6 @@ from cdcbridge.snapshot.report_quorum import ShardNode, missing_reports
 
 log = logging.getLogger(__name__)
 
-#: The fence a chunk carries while it is only announced (a commit time no record reaches): owners note dirty keys and
-#: hold nothing.
-UNFENCED_US = 2**62
 #: How often an unfinished chunk's reports, shards and the snapshot's state are re-read.
 REPORT_POLL_SECONDS = 0.2
 #: How often the exporter logs which shards it still waits for.
@@ -302,7 +299,7 @@ class IncrementalExporter:
                 end = read.next_key if read.next_key is not None else self._end(snapshot)
                 chunk = replace(chunk, end=end)
             chunk = self._write_chunk(snapshot, chunk, fence=True)
-            if chunk.fence_us / 1e6 < read.t1 + settings.clock_skew_margin_seconds:
+            if (chunk.fence_us or 0) / 1e6 < read.t1 + settings.clock_skew_margin_seconds:
                 raise ChunkAbandoned(f"the fence {chunk.fence_us} came before the read ended")  # cannot happen
             reports = self._await_reports(snapshot, chunk)
             snapshot = self._emit(snapshot, chunk, plan, read, reports)
@@ -316,23 +313,24 @@ class IncrementalExporter:
 
     def _announced(self, snapshot: IncrementalSnapshot, plan: _Plan) -> IncrementalChunk:
         return IncrementalChunk(
-            snapshot.stream_id, snapshot.snapshot_id, self._next_number, 0, UNFENCED_US, ChunkState.OPEN,
+            snapshot.stream_id, snapshot.snapshot_id, self._next_number, 0, None, ChunkState.OPEN,
             begin=plan.begin, end=self._end(snapshot) if plan.keys is None else None, keys=plan.keys,
         )  # fmt: skip
 
-    def _write_chunk(self, snapshot: IncrementalSnapshot, chunk: IncrementalChunk, *, fence: bool = False
-                     ) -> IncrementalChunk:  # fmt: skip
-        """Write the chunk row with its window start (first write) or fence (second) computed from now; a write that
-        took longer than the allowance abandons the chunk."""
+    def _write_chunk(
+        self, snapshot: IncrementalSnapshot, chunk: IncrementalChunk, *, fence: bool = False
+    ) -> IncrementalChunk:
+        """Announce the chunk with its window start (first write) or set its fence and end (second), each computed
+        from the time before the write; a write that took longer than the allowance abandons the chunk."""
         self._raise_if_replaced()
         start = self._clock()
         at_us = int((start + self._settings.lead_seconds) * 1_000_000)
         if fence:
-            chunk = replace(chunk, fence_us=max(at_us, chunk.window_start_us))
+            chunk = self._store.set_fence(chunk, max(at_us, chunk.window_start_us), chunk.end)
         else:
             chunk = replace(chunk, window_start_us=at_us, opened_ms=int(start * 1000))
             self._next_number += 1
-        self._store.open_chunk(snapshot, chunk)
+            self._store.open_chunk(snapshot, chunk)
         took = self._clock() - start
         allowance = self._settings.write_allowance_seconds
         if took > allowance:

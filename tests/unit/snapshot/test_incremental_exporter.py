@@ -14,7 +14,6 @@ import pytest
 from cdcbridge.changes import Sequence
 from cdcbridge.snapshot.errors import SnapshotError
 from cdcbridge.snapshot.incremental import (
-    UNFENCED_US,
     ExporterSettings,
     IncrementalExporter,
     StreamShards,
@@ -56,8 +55,10 @@ class FakeOwners(IncrementalSnapshotStore):
     def open_chunk(self, snapshot: IncrementalSnapshot, chunk: IncrementalChunk) -> None:
         super().open_chunk(snapshot, chunk)
         self.opened.append(chunk)
-        if chunk.fence_us == UNFENCED_US:
-            return
+
+    def set_fence(self, chunk: IncrementalChunk, fence_us: int, end=None) -> IncrementalChunk:
+        chunk = super().set_fence(chunk, fence_us, end)
+        self.opened.append(chunk)
         for shard in self.shards:
             keys = self.dirty(chunk, shard)
             if keys is not None:
@@ -65,6 +66,7 @@ class FakeOwners(IncrementalSnapshotStore):
                     STREAM, chunk.snapshot_id, chunk.number, shard, True, tuple([("id", k)] for k in keys),
                     (self.epoch,), self.epoch,
                 ))  # fmt: skip
+        return chunk
 
 
 def clean(chunk: IncrementalChunk, shard: str) -> list[int]:
@@ -97,9 +99,9 @@ def test_every_row_is_emitted_once_with_the_owners_epoch_after_the_window_announ
     # Each chunk is written twice: announced (window in the future, no fence), then fenced after the read.
     announced, fenced = store.opened[0::2], store.opened[1::2]
     assert [c.number for c in announced] == [c.number for c in fenced] == [1, 2, 3]
-    assert all(c.fence_us == UNFENCED_US and c.window_start_us > before for c in announced)
+    assert all(c.fence_us is None and c.window_start_us > before for c in announced)
     pairs = zip(announced, fenced, strict=True)
-    assert all(f.window_start_us == a.window_start_us < f.fence_us < UNFENCED_US for a, f in pairs)
+    assert all(f.window_start_us == a.window_start_us < f.fence_us for a, f in pairs)
     assert fenced[0].end == [("id", 4)] and fenced[1].begin == [("id", 4)]
     seqs = [Sequence(v["seq"]["epoch"], v["seq"]["timestamp_us"], v["seq"]["row_index"]) for v in sink.values(".image")]
     assert {s.epoch for s in seqs} == {7} and all(s.row_index == 0 for s in seqs)
