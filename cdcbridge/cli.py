@@ -170,10 +170,10 @@ def snapshot(ctx: click.Context, config_path: Path | None, table: str | None, be
         return
     if config_path is None:
         raise click.UsageError("Missing option '--config' (or set CDCBRIDGE_CONFIG).")
+    if table is None and (begin or end or rows_per_second or chunk_rows or snapshot_id):
+        raise click.UsageError("--from, --to, --rows-per-second, --chunk-rows and --id need --table")
     config = _load_config(config_path)
     if table is None:
-        if begin or end or rows_per_second or chunk_rows or snapshot_id:
-            raise click.UsageError("--from, --to, --rows-per-second, --chunk-rows and --id need --table")
         from cdcbridge.snapshot.runner import run_snapshot
 
         for result in run_snapshot(config, _stop_on_sigterm()):
@@ -186,7 +186,7 @@ def snapshot(ctx: click.Context, config_path: Path | None, table: str | None, be
     result = run_incremental_snapshot(config, request, _stop_on_sigterm())
     click.echo(result.line())
     if result.state is not IncrementalState.DONE:
-        raise click.exceptions.Exit(1)
+        sys.exit(1)
 
 
 def _snapshot_state_command(action: str, help_text: str) -> None:
@@ -211,12 +211,15 @@ _snapshot_state_command("cancel", "Cancel a table's incremental snapshot (its op
 def snapshot_run_pending(config_path: Path) -> None:
     """Run the PENDING incremental snapshots (requests written as signal rows) of the configured tables."""
     from cdcbridge.snapshot.incremental_runner import run_pending_snapshots
+    from cdcbridge.snapshot.incremental_state import IncrementalState
 
     results = run_pending_snapshots(_load_config(config_path), _stop_on_sigterm())
     for result in results:
         click.echo(result.line())
     if not results:
         click.echo("no pending incremental snapshots")
+    if any(result.state is not IncrementalState.DONE for result in results):
+        sys.exit(1)
 
 
 #: The configured Tablestore endpoints and the settings that name them, for the one-line error of an unreachable one.

@@ -42,8 +42,8 @@ INCREMENTAL = {"chunk_rows": 100, "clock_skew_margin_seconds": 0.2, "fence_refre
                "exporter_timeout_seconds": 4.0, "max_key_retries": 8}  # fmt: skip
 
 
-def exporter_process(config_path: Path, log_path: Path) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "cdcbridge", "snapshot", "--config", str(config_path), "--table", TABLE]
+def exporter_process(config_path: Path, log_path: Path, *args: str) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "cdcbridge", "snapshot", *(args or ("--table", TABLE)), "--config", str(config_path)]
     with log_path.open("ab") as log:
         return subprocess.Popen(argv, cwd=CHECKOUT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
@@ -190,3 +190,62 @@ def test_an_incremental_snapshot_during_writes_and_streaming_ends_with_kafka_equ
             folded[tuple(decode_key(key))] = {name: column.value for name, column in row.columns.items()}
     wrong = [pk for pk in set(source) | set(folded) if source.get(pk) != folded.get(pk)]
     assert not wrong, [(pk, source.get(pk), folded.get(pk)) for pk in sorted(wrong)[:5]]
+
+
+def cli(config_path: Path, *args: str) -> str:
+    """Run one `cdcbridge` command to its end; its output (it must exit 0)."""
+    done = subprocess.run([sys.executable, "-m", "cdcbridge", *args, "--config", str(config_path)], cwd=CHECKOUT,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_a_signal_row_is_run_by_run_pending_and_obeys_pause_resume_and_cancel_from_the_cli(
+    stack: StackEndpoints, emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    from tablestore import Condition, Row, RowExistenceExpectation
+
+    table = "signalled"
+    ots = ots_client(emulator.url)
+    stream_id = create_stream_table(ots, table, [("region", "STRING"), ("id", "INTEGER")])
+    prefill(ots, table, 400)
+    config_path = tmp_path / "cdcbridge.yaml"
+    data = write_config(config_path, stack, emulator.url, [{"name": table, "partitions": 2}])
+    data["snapshot"] = {"incremental": {**INCREMENTAL, "chunk_rows": 40}}
+    config_path.write_text(yaml.safe_dump(data))
+    config = parse_config(data, environ={})
+    store = IncrementalSnapshotStore(ots, config.coordination.status_table)
+    worker = BridgeWorkerProcess(config_path, "w1", tmp_path / "w1.log", cwd=CHECKOUT).start()
+    exporter = None
+    try:
+        wait_until(lambda: caught_up(config, ots), 60, "the worker to stream the table")
+        # What any tool writes to ask for a snapshot of the whole table (README "Signal row").
+        signal_key = [("StreamId", stream_id), ("StatusType", "IncrementalSnapshot"), ("StatusValue", "ask-1")]
+        ots.put_row(config.coordination.status_table, Row(signal_key, [("Table", table), ("State", "PENDING")]),
+                    Condition(RowExistenceExpectation.EXPECT_NOT_EXIST))  # fmt: skip
+        exporter = exporter_process(config_path, tmp_path / "exporter.log", "run-pending")
+
+        def snapshot() -> Any:
+            return store.read(stream_id, "ask-1")
+
+        wait_until(lambda: snapshot().chunks >= 2, 60, "two chunks of the requested snapshot")
+        assert snapshot().requested_by.value == "signal" and snapshot().state is IncrementalState.RUNNING
+        assert "RUNNING -> PAUSED" in cli(config_path, "snapshot", "pause", "--table", table)
+        wait_until(lambda: store.read_chunk(stream_id, "ask-1").state is not ChunkState.OPEN, 15,
+                   "the paused snapshot to close its chunk (no holds while paused)")  # fmt: skip
+        paused_at = snapshot().chunks
+        time.sleep(3)
+        assert snapshot().chunks == paused_at and store.read_chunk(stream_id, "ask-1").state is not ChunkState.OPEN
+        status = cli(config_path, "status", "--no-lag")
+        assert "ask-1" in status and "PAUSED" in status and "requested by" not in status
+        assert "PAUSED -> RUNNING" in cli(config_path, "snapshot", "resume", "--table", table, "--id", "ask-1")
+        wait_until(lambda: snapshot().chunks > paused_at + 1, 30, "chunks after the resume")
+        assert "RUNNING -> CANCELLED" in cli(config_path, "snapshot", "cancel", "--table", table)
+        assert exporter.wait(30) == 1, tail(tmp_path / "exporter.log")
+        assert "incremental snapshot ask-1 cancelled" in tail(tmp_path / "exporter.log")
+        assert store.read_chunk(stream_id, "ask-1").state is not ChunkState.OPEN
+        assert 0 < snapshot().rows < 400 and snapshot().state is IncrementalState.CANCELLED
+    finally:
+        if exporter is not None and exporter.poll() is None:
+            exporter.kill()
+        worker.stop()
