@@ -30,7 +30,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import IO, Any, Protocol
 
 from tablestore import INF_MAX, INF_MIN, OTSClientError, OTSServiceError
@@ -53,14 +52,14 @@ from cdcbridge.snapshot.incremental_state import (
 )
 from cdcbridge.snapshot.key_bounds import KeyBound, describe_bound
 from cdcbridge.snapshot.progress_display import ProgressDisplay
-from cdcbridge.snapshot.range_acks import RangeAcks
 from cdcbridge.snapshot.rate_limit import RowRateLimiter
 from cdcbridge.snapshot.report_quorum import ShardNode, missing_reports
 
 log = logging.getLogger(__name__)
 
-#: How often an unfinished chunk's reports, shards and the snapshot's state are re-read.
+#: How often an unfinished chunk's reports are re-read; the shards and the snapshot's state every SLOW_POLL_SECONDS.
 REPORT_POLL_SECONDS = 0.2
+SLOW_POLL_SECONDS = 1.0
 #: How often the exporter logs which shards it still waits for.
 WAIT_LOG_SECONDS = 10.0
 _READ_ERRORS = (OTSServiceError, OTSClientError, OSError, HTTPError)
@@ -149,6 +148,31 @@ class _Read:
     t1: float
 
 
+class _Deliveries:
+    """The fate of one chunk's messages: how many were produced and have neither been written nor failed yet."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self.outstanding = 0
+        self.failure: Exception | None = None
+
+    def sent(self) -> None:
+        with self._changed:
+            self.outstanding += 1
+
+    def on_delivery(self, delivery: Any) -> None:
+        with self._changed:
+            self.outstanding -= 1
+            if delivery.error is not None and self.failure is None:
+                self.failure = delivery.error
+            self._changed.notify_all()
+
+    def wait(self, timeout: float) -> bool:
+        """True once every produced message was written or failed."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self.outstanding <= 0, timeout)
+
+
 class ChunkAbandoned(Exception):
     """The chunk is given up (paused, cancelled, stopped, a slow write); the loop decides what comes next."""
 
@@ -229,6 +253,7 @@ class IncrementalExporter:
         self._next_number = 1
         self._last_wait_log = 0.0
         self._checkpoint_epoch: int | None = None
+        self._deliveries: _Deliveries | None = None
         self._pk_columns: list[str] | None = None
 
     # ----- the loop -------------------------------------------------------------------------------------------
@@ -246,6 +271,7 @@ class IncrementalExporter:
         finally:
             keeper.stop()
             display.close(snapshot.rows)
+            self._release(snapshot)
         return IncrementalResult(snapshot.snapshot_id, snapshot.table, snapshot.state, snapshot.rows, snapshot.chunks,
                                  snapshot.skipped_keys, time.monotonic() - started)  # fmt: skip
 
@@ -290,6 +316,7 @@ class IncrementalExporter:
         self._limiter.set_rate(snapshot.rows_per_second or settings.rows_per_second)
         if not self._limiter.wait(self._stop):
             raise ChunkAbandoned("stopped")
+        self._deliveries = None
         chunk = self._write_chunk(snapshot, self._announced(snapshot, plan))
         try:
             self._sleep_until(chunk.window_start_us / 1e6 + settings.clock_skew_margin_seconds)
@@ -304,7 +331,14 @@ class IncrementalExporter:
             reports = self._await_reports(snapshot, chunk)
             snapshot = self._emit(snapshot, chunk, plan, read, reports)
         except BaseException:
-            self._abandon(chunk)
+            if self._in_flight():
+                log.warning(
+                    "chunk %d of incremental snapshot %s stays OPEN: %d of its messages may still reach Kafka, so "
+                    "the workers hold its newer records until this exporter's heartbeat is dead (%.0fs)",
+                    chunk.number, snapshot.snapshot_id, self._in_flight(), settings.exporter_timeout_seconds,
+                )  # fmt: skip
+            else:
+                self._abandon(chunk)
             raise
         self._store.close_chunk(chunk, ChunkState.EMITTED, self._now_ms())
         return snapshot
@@ -371,19 +405,25 @@ class IncrementalExporter:
 
     def _await_reports(self, snapshot: IncrementalSnapshot, chunk: IncrementalChunk) -> list[IncrementalReport]:
         """Poll until every shard that needs a report has a passed one; pause / cancel / stop abandon the chunk."""
+        shards, shards_read = self._shards(), time.monotonic()
+        state_read = time.monotonic()
         while True:
-            shards = self._shards()
             reports = self._store.read_reports(chunk.stream_id, chunk.snapshot_id, chunk.number)
             missing = missing_reports(shards.nodes, (r.shard_id for r in reports if r.passed))
+            if missing and time.monotonic() - shards_read >= SLOW_POLL_SECONDS:
+                shards, shards_read = self._shards(), time.monotonic()  # a shard may have finished or split
+                missing = missing_reports(shards.nodes, (r.shard_id for r in reports if r.passed))
             if not missing:
                 self._checkpoint_epoch = shards.checkpoint_epoch
                 return reports
             self._log_waiting(snapshot, chunk, missing)
             if self._stop.wait(REPORT_POLL_SECONDS):
                 raise ChunkAbandoned("stopped")
-            current = self._refresh(snapshot)
-            if current.state is not IncrementalState.RUNNING:
-                raise ChunkAbandoned(f"the snapshot is {current.state.value}")
+            if time.monotonic() - state_read >= SLOW_POLL_SECONDS:
+                state_read = time.monotonic()
+                current = self._refresh(snapshot)
+                if current.state is not IncrementalState.RUNNING:
+                    raise ChunkAbandoned(f"the snapshot is {current.state.value}")
 
     def _emit(
         self, snapshot: IncrementalSnapshot, chunk: IncrementalChunk, plan: _Plan, read: _Read,
@@ -443,19 +483,24 @@ class IncrementalExporter:
                 raise SnapshotExportError(f"{error} (incremental snapshot {snapshot.snapshot_id})") from error
             key = record_key(record)
             messages += [(key, message) for message in encoded]
-        acks = RangeAcks()
-        page = acks.add_page(None, len(rows), len(messages))
-        on_ack = partial(acks.ack, page)
+        deliveries = self._deliveries = _Deliveries()
         produce, headers = publisher.sink.produce, publisher.headers()
-        for index, (key, (topic, _, value)) in enumerate(messages):
-            if index % 500 == 0:
-                self._check_alive(snapshot)
-            produce(topic, key, value, on_ack, headers)
-        deadline = self._settings.delivery_seconds + 5.0
-        if not acks.wait(max_pending=0, timeout=deadline) or acks.failure is not None:
+        deadline = self._settings.delivery_seconds + min(5.0, self._settings.delivery_seconds)
+        try:
+            for index, (key, (topic, _, value)) in enumerate(messages):
+                if index % 500 == 0:
+                    self._check_alive(snapshot)
+                deliveries.sent()
+                produce(topic, key, value, deliveries.on_delivery, headers)
+        finally:
+            # Whatever happens, the chunk closes only once nothing of it can still reach Kafka (the producer's
+            # message timeout is below this deadline); the chunk's newer stream records wait until then.
+            settled = deliveries.wait(deadline)
+        if not settled or deliveries.failure is not None:
             raise SnapshotExportError(
                 f"table {snapshot.table}: Kafka did not acknowledge the chunk's messages "
-                f"({acks.failure or f'none within {deadline:.0f}s'}); run the snapshot again to resume"
+                f"({deliveries.failure or f'{deliveries.outstanding} unsettled after {deadline:.0f}s'}); run the "
+                "snapshot again to resume"
             )
 
     def _check_alive(self, snapshot: IncrementalSnapshot) -> None:
@@ -497,6 +542,19 @@ class IncrementalExporter:
             log.info("abandoning chunk %d of incremental snapshot %s left open by an earlier exporter",
                      chunk.number, snapshot.snapshot_id)  # fmt: skip
             self._store.close_chunk(chunk, ChunkState.ABANDONED, self._now_ms())
+
+    def _in_flight(self) -> int:
+        return self._deliveries.outstanding if self._deliveries is not None else 0
+
+    def _release(self, snapshot: IncrementalSnapshot) -> None:
+        """An exporter that stops before the end (error, SIGTERM, paused and stopped) with nothing in flight clears
+        its heartbeat, so the next run takes the snapshot over at once instead of after the exporter timeout."""
+        if snapshot.state.finished or self._in_flight() or (self._keeper and self._keeper.replaced):
+            return
+        try:
+            self._store.heartbeat(snapshot, 0)
+        except SnapshotError as error:
+            log.info("could not release incremental snapshot %s: %s", snapshot.snapshot_id, error)
 
     def _abandon(self, chunk: IncrementalChunk) -> None:
         try:

@@ -298,3 +298,28 @@ def test_the_epoch_is_the_newest_reported_else_the_newest_checkpoints_else_0() -
     assert choose_epoch([report(3), report(newest=4)], 9) == 4  # they disagree: the newest
     assert choose_epoch([report()], 5) == 5
     assert choose_epoch([], None) == 0
+
+
+def test_a_refused_message_abandons_the_chunk_once_every_message_settled_and_frees_the_snapshot() -> None:
+    client = source_with_rows(4)
+    store, sink = FakeOwners(client, ["s1"], clean), FakeSink(fail_when=lambda index: index == 1)
+    snapshot = claimed(store)
+    with pytest.raises(SnapshotError, match="refused by the broker"):
+        exporter(store, sink).run(snapshot)
+    stored = store.read(STREAM, snapshot.snapshot_id)
+    assert store.read_chunk(STREAM, snapshot.snapshot_id).state is ChunkState.ABANDONED
+    assert stored.state is IncrementalState.RUNNING and stored.rows == 0
+    assert stored.heartbeat_ms == 0  # released: the next run takes it over at once
+    assert pick_snapshot([stored], now_ms=int(time.time() * 1000), timeout_ms=5_000, begin=None, end=None) == stored
+
+
+def test_a_chunk_whose_messages_may_still_reach_kafka_stays_open_and_keeps_its_exporters_heartbeat() -> None:
+    client = source_with_rows(4)
+    store, sink = FakeOwners(client, ["s1"], clean), FakeSink(ack_when=lambda index: False)
+    snapshot = claimed(store)
+    settings = ExporterSettings(**{**SETTINGS.__dict__, "delivery_seconds": 0.2})
+    with pytest.raises(SnapshotError, match="8 unsettled"):
+        exporter(store, sink, settings=settings).run(snapshot)
+    # The workers keep holding its newer records until the heartbeat is judged dead, after the producer gave up.
+    assert store.read_chunk(STREAM, snapshot.snapshot_id).state is ChunkState.OPEN
+    assert store.read(STREAM, snapshot.snapshot_id).heartbeat_ms > 0
