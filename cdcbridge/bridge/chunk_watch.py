@@ -41,6 +41,8 @@ class _Watched:
     #: The last record admitted before the shard passed F: the report waits until it is acknowledged.
     pass_point: Sequence | None = None
     reported: bool = False
+    #: Whether this shard holds a record back for the chunk.
+    held: bool = False
 
 
 def _acknowledged(point: Sequence | None, confirmed: ConfirmedPosition | None) -> bool:
@@ -80,6 +82,12 @@ class ShardChunkWatch:
                     self._hold("the status table can be read again (its incremental snapshots are unknown)")
                 return 0
             watched = self._sync(view)
+            if not watched:  # no open chunk (nearly always): nothing to look at per record
+                if records:
+                    self._last_admitted = records[-1].sequence
+                    self._newest_epoch = records[-1].sequence.epoch
+                self._release()
+                return len(records)
             for index, record in enumerate(records):
                 sequence = record.sequence
                 commit_us = sequence.timestamp_us
@@ -96,6 +104,10 @@ class ShardChunkWatch:
                         if inside and held_by is None:
                             held_by = chunk
                 if held_by is not None:
+                    held = self._watched[(held_by.snapshot_id, held_by.number)]
+                    if not held.held:
+                        held.held = True
+                        held.reported = False  # reported again, now saying it holds (for `cdcbridge status`)
                     self._hold(
                         f"chunk {held_by.number} of incremental snapshot {held_by.snapshot_id} is emitted (record "
                         f"{sequence.to_text()} of key {describe_bound(key)} follows its fence "
@@ -129,6 +141,7 @@ class ShardChunkWatch:
                         chunk.stream_id, chunk.snapshot_id, chunk.number, self._shard_id, True,
                         dirty_keys=tuple(key for key in watch.dirty.values() if chunk.covers(key)),
                         epochs=tuple(sorted(watch.epochs)), newest_epoch=self._newest_epoch, reported_ms=now_ms,
+                        holding=watch.held,
                     ))  # fmt: skip
             return due
 

@@ -14,7 +14,7 @@ All rows sit under the table's stream id (primary key StreamId, StatusType, Stat
   reports of an older attempt never count), `Begin` / `End` or `Keys` (a key-list chunk), `WindowStartUs` (W),
   `FenceUs` (F), `State` (OPEN, EMITTED, ABANDONED), `OpenedMs`.
 - ``IncrementalReport`` / ``<snapshot id>/<chunk number>/<shard id>``: one shard owner's report on a chunk.
-  `Passed`, `DirtyKeys`, `Epochs` (of the in-window records it saw), `NewestEpoch`, `ReportedMs`.
+  `Passed`, `DirtyKeys`, `Epochs` (of the in-window records it saw), `NewestEpoch`, `ReportedMs`, `Holding`.
 
 Times of the window and fence are commit times in µs (the stream records' unit); heartbeats are wall-clock ms.
 
@@ -181,6 +181,9 @@ class IncrementalReport:
     epochs: tuple[int, ...] = ()
     newest_epoch: int | None = None
     reported_ms: int = 0
+    #: The shard holds records of the chunk's keys committed after F (written again when a hold starts after the
+    #: first report): what `cdcbridge status` shows as held shards.
+    holding: bool = False
 
 
 def new_snapshot_id(now_ms: int) -> str:
@@ -409,6 +412,7 @@ class IncrementalSnapshotStore:
         columns: list[tuple[str, Any]] = [
             ("Passed", report.passed), ("DirtyKeys", _encode_keys(report.dirty_keys)),
             ("Epochs", json.dumps(list(report.epochs))), ("ReportedMs", report.reported_ms),
+            ("Holding", report.holding),
         ]  # fmt: skip
         if report.newest_epoch is not None:
             columns.append(("NewestEpoch", report.newest_epoch))
@@ -427,6 +431,7 @@ class IncrementalSnapshotStore:
                     stream_id, snapshot_id, chunk, value[len(prefix):], bool(columns.get("Passed", False)),
                     tuple(read.bounds("DirtyKeys")), tuple(int(e) for e in json.loads(read.text("Epochs", "[]"))),
                     None if newest is None else int(newest), read.number("ReportedMs"),
+                    bool(columns.get("Holding", False)),
                 ))  # fmt: skip
             except (ValueError, TypeError) as error:
                 raise self._malformed(f"report {value}", error) from None

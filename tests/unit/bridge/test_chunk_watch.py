@@ -44,7 +44,7 @@ def test_keys_of_the_chunk_changed_in_the_window_are_dirty_and_reported_after_th
     (report,) = watch.reports_due(acked_through(records[3]), 7)
     assert (report.snapshot_id, report.chunk, report.shard_id, report.passed) == ("s1", 1, "shard-a", True)
     assert report.dirty_keys == ([("id", 13)], [("id", 19)]), "12 changed before W, 5 and 30 are outside"
-    assert (report.epochs, report.newest_epoch, report.reported_ms) == ((3, 4), 0, 7)
+    assert (report.epochs, report.newest_epoch, report.reported_ms, report.holding) == ((3, 4), 0, 7, False)
     watch.reported(report)
     assert watch.reports_due(acked_through(records[4]), 8) == [], "sent once"
 
@@ -59,6 +59,7 @@ def test_an_in_range_record_after_the_fence_is_held_with_everything_after_it_unt
     assert watch.holding is not None and "chunk 1 of incremental snapshot s1" in watch.holding
     (report,) = watch.reports_due(acked_through(records[1]), 1)
     assert report.dirty_keys == ([("id", 11)],), "the shard passed F (at record 3) while it holds 15"
+    assert report.holding
     assert watch.admit(records[2:], view(chunk())) == 0, "still open: still held"
     assert watch.admit(records[2:], view()) == 2, "emitted (no longer open): released in order"
     assert watch.holding is None
@@ -129,3 +130,15 @@ def test_a_record_held_by_one_chunk_still_passes_another_and_a_redone_chunk_star
     redo = chunk(begin=10, end=20, snapshot="a", number=2)
     watch.admit([], view(redo))
     assert watch.reports_due(acked_through(records[0]), 2) == [], "chunk 2 is not passed yet"
+
+
+def test_a_hold_that_starts_after_the_report_is_reported_again() -> None:
+    watch = ShardChunkWatch("orders", "shard-a", MARGIN)
+    first = rec(30, 2_500)
+    watch.admit([first], view(chunk()))
+    (report,) = watch.reports_due(acked_through(first), 1)
+    watch.reported(report)
+    assert not report.holding
+    assert watch.admit([rec(15, 2_600)], view(chunk())) == 0
+    (again,) = watch.reports_due(acked_through(first), 2)
+    assert again.holding and again.reported_ms == 2

@@ -133,10 +133,10 @@ def test_chunks_open_and_close_and_closing_deletes_their_reports() -> None:
             reported_ms=4_000,
         )
     )
-    store.write_report(IncrementalReport(STREAM, snapshot.snapshot_id, 1, "shard-b", False))
+    store.write_report(IncrementalReport(STREAM, snapshot.snapshot_id, 1, "shard-b", False, holding=True))
     reports = store.read_reports(STREAM, snapshot.snapshot_id, 1)
-    assert [(r.shard_id, r.passed, r.dirty_keys, r.epochs, r.newest_epoch) for r in reports] == [
-        ("shard-a", True, ([("id", 3)],), (0,), 0), ("shard-b", False, (), (), None),
+    assert [(r.shard_id, r.passed, r.dirty_keys, r.epochs, r.newest_epoch, r.holding) for r in reports] == [
+        ("shard-a", True, ([("id", 3)],), (0,), 0, False), ("shard-b", False, (), (), None, True),
     ]  # fmt: skip
     store.close_chunk(first, ChunkState.EMITTED, 5_000)
     assert store.read_chunk(STREAM, snapshot.snapshot_id).state is ChunkState.EMITTED
