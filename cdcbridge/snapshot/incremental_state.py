@@ -352,11 +352,9 @@ class IncrementalSnapshotStore:
                     f"{expected.value if expected else 'there'}; see `cdcbridge status`")  # fmt: skip
 
     def delete(self, stream_id: str, snapshot_id: str) -> None:
-        """Remove a snapshot's rows: its chunk, the chunk's reports and the snapshot row."""
-        chunk = self.read_chunk(stream_id, snapshot_id)
-        if chunk is not None:
-            self.delete_reports(stream_id, snapshot_id, chunk.number)
-            self._delete(self._chunk_key(stream_id, snapshot_id), f"remove the chunk of snapshot {snapshot_id}")
+        """Remove a snapshot's rows: its chunk, every report on any of its chunks and the snapshot row."""
+        self.delete_snapshot_reports(stream_id, snapshot_id)
+        self._delete(self._chunk_key(stream_id, snapshot_id), f"remove the chunk of snapshot {snapshot_id}")
         self._delete(self._snapshot_key(stream_id, snapshot_id), f"remove incremental snapshot {snapshot_id}")
 
     # ----- chunks ---------------------------------------------------------------------------------------------
@@ -440,6 +438,12 @@ class IncrementalSnapshotStore:
     def delete_reports(self, stream_id: str, snapshot_id: str, chunk: int) -> None:
         prefix = self._report_prefix(snapshot_id, chunk)
         for value, _ in self._scan(stream_id, REPORT_TYPE, prefix):
+            self._delete(self._report_key(stream_id, value), f"remove report {value}")
+
+    def delete_snapshot_reports(self, stream_id: str, snapshot_id: str) -> None:
+        """Remove every report on any chunk of a snapshot (call when it ends): an owner whose view of a chunk was
+        up to R old may store a report after the chunk was closed and its reports deleted."""
+        for value, _ in self._scan(stream_id, REPORT_TYPE, f"{snapshot_id}/"):
             self._delete(self._report_key(stream_id, value), f"remove report {value}")
 
     # ----- decoding -------------------------------------------------------------------------------------------
