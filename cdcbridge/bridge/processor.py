@@ -32,7 +32,7 @@ from functools import partial
 from cdcbridge.bridge.acks import AckPage, AckTracker, ConfirmedPosition
 from cdcbridge.bridge.chunk_watch import ShardChunkWatch
 from cdcbridge.bridge.row_lookup import CurrentRow
-from cdcbridge.changes import ChangeRecord, Value
+from cdcbridge.changes import ChangeRecord, Sequence, Value
 from cdcbridge.contract import (
     DEAD_LETTER_REASON_HEADER,
     REDACTED_COLUMNS_HEADER,
@@ -335,6 +335,7 @@ class BridgeProcessor(RecordProcessor):
                 while not self._tracker.wait_all_acked(1.0):
                     self._raise_if_failed()
                 self._raise_if_failed()
+                self._report_shard_end()
                 # Past the end time, records after it were handed out but not produced: no SHARD_END over them, and
                 # the shard stays unfinished (its lease held, nothing re-read) until the worker stops.
                 self._write_checkpoint(final=not self._past_end_time)
@@ -361,6 +362,19 @@ class BridgeProcessor(RecordProcessor):
             self._send_reports()
             if self._backlog:
                 time.sleep(0.05)
+
+    def _report_shard_end(self) -> None:
+        """Report on every open chunk before the end is checkpointed: once finished, the shard is not waited for."""
+        fences, watch = self._context.fences, self._watch
+        if fences is None or watch is None:
+            return
+        watch.shard_ended()
+        while True:
+            watch.admit([], fences.view())  # forget chunks closed meanwhile
+            self._send_reports()
+            if not watch.unreported():
+                return
+            time.sleep(0.1)
 
     def _within_end_time(self, records: list[ChangeRecord]) -> list[ChangeRecord]:
         """The records up to the end time; from the first one after it on, this shard produces nothing more."""
@@ -512,7 +526,21 @@ class BridgeProcessor(RecordProcessor):
                 checkpointer.checkpoint()
                 return
             position = self._tracker.confirmed()
+            if position is not None and self._watch is not None:
+                capped, cap = self._watch.checkpoint_cap()
+                if capped:
+                    if cap is None:
+                        return
+                    if position.sequence > cap:
+                        position = ConfirmedPosition(cap, None)
             if position is None or position == self._last_written:
                 return
+            if self._last_written is not None and _order(position) < _order(self._last_written):
+                return  # a cap below what is stored already: never move the checkpoint back
             checkpointer.checkpoint(position.sequence, position.sub_sequence)
             self._last_written = position
+
+
+def _order(position: ConfirmedPosition) -> tuple[Sequence, float]:
+    """Positions in shard order: a whole record after any part of it."""
+    return position.sequence, float("inf") if position.sub_sequence is None else position.sub_sequence

@@ -142,3 +142,35 @@ def test_a_hold_that_starts_after_the_report_is_reported_again() -> None:
     assert watch.admit([rec(15, 2_600)], view(chunk())) == 0
     (again,) = watch.reports_due(acked_through(first), 2)
     assert again.holding and again.reported_ms == 2
+
+
+def test_the_checkpoint_stays_before_the_first_dirty_record_until_the_first_report_is_stored() -> None:
+    watch = ShardChunkWatch("orders", "shard-a", MARGIN)
+    assert watch.checkpoint_cap() == (False, None)
+    records = [rec(3, 1_100), rec(12, 1_200), rec(13, 1_300), rec(30, 2_500)]
+    watch.admit(records, view(chunk()))
+    assert watch.checkpoint_cap() == (True, records[0].sequence), "12 made a key dirty: stay at 3"
+    (report,) = watch.reports_due(acked_through(records[3]), 1)
+    watch.reported(report)
+    assert watch.checkpoint_cap() == (False, None)
+    watch.admit([rec(14, 1_900)], view(chunk()))
+    assert watch.checkpoint_cap() == (False, None), "lifted for good once a report is stored"
+
+    fresh = ShardChunkWatch("orders", "shard-a", MARGIN)
+    fresh.admit([rec(12, 1_200)], view(chunk()))
+    assert fresh.checkpoint_cap() == (True, None), "the first record of this incarnation: no checkpoint at all"
+    fresh.admit([], view())
+    assert fresh.checkpoint_cap() == (False, None), "the chunk closed"
+
+
+def test_at_the_shard_end_every_open_chunk_is_passed() -> None:
+    watch = ShardChunkWatch("orders", "shard-a", MARGIN)
+    first = rec(12, 1_200)
+    watch.admit([first], view(chunk(fence=None)))
+    assert watch.reports_due(acked_through(first), 1) == [] and watch.unreported() == 0
+    watch.shard_ended()
+    assert watch.unreported() == 1
+    (report,) = watch.reports_due(acked_through(first), 1)
+    assert report.passed and report.dirty_keys == ([("id", 12)],)
+    watch.reported(report)
+    assert watch.unreported() == 0
