@@ -330,12 +330,14 @@ class BridgeProcessor(RecordProcessor):
             if shutdown.reason is ShutdownReason.LEASE_LOST:
                 return  # a checkpoint would be refused; in-flight acks no longer matter to this owner
             if shutdown.reason is ShutdownReason.SHARD_END:
-                self._drain_backlog()
+                timeout = shutdown.timeout_seconds
+                deadline = None if timeout is None else time.monotonic() + timeout
+                self._drain_backlog(deadline)
                 # Children may start only after every message of this shard is acknowledged.
                 while not self._tracker.wait_all_acked(1.0):
                     self._raise_if_failed()
                 self._raise_if_failed()
-                self._report_shard_end()
+                self._report_shard_end(deadline)
                 # Past the end time, records after it were handed out but not produced: no SHARD_END over them, and
                 # the shard stays unfinished (its lease held, nothing re-read) until the worker stops.
                 self._write_checkpoint(final=not self._past_end_time)
@@ -353,7 +355,7 @@ class BridgeProcessor(RecordProcessor):
                          self._shard_id, self._context.table, self._skipped)  # fmt: skip
 
     # ----------------------------------------------------------------------------------- internals
-    def _drain_backlog(self) -> None:
+    def _drain_backlog(self, deadline: float | None) -> None:
         """At the shard's end: wait for the hold to end and produce what it held (a hold ends when its chunk is
         emitted or abandoned, or its exporter is dead)."""
         while self._backlog:
@@ -361,9 +363,10 @@ class BridgeProcessor(RecordProcessor):
             self._release_held()
             self._send_reports()
             if self._backlog:
+                self._give_up_at(deadline, "its held records were released")
                 time.sleep(0.05)
 
-    def _report_shard_end(self) -> None:
+    def _report_shard_end(self, deadline: float | None) -> None:
         """Report on every open chunk before the end is checkpointed: once finished, the shard is not waited for."""
         fences, watch = self._context.fences, self._watch
         if fences is None or watch is None:
@@ -374,7 +377,16 @@ class BridgeProcessor(RecordProcessor):
             self._send_reports()
             if not watch.unreported():
                 return
+            self._give_up_at(deadline, "its reports on open snapshot chunks were stored")
             time.sleep(0.1)
+
+    def _give_up_at(self, deadline: float | None, what: str) -> None:
+        """Past the shutdown's time: fail, so the end is not checkpointed and the shard is read again."""
+        if deadline is not None and time.monotonic() >= deadline:
+            raise BridgeProcessingError(
+                f"shard {self._shard_id} of table {self._context.table} ended, but not all {what} in time; it "
+                "restarts from its checkpoint"
+            )
 
     def _within_end_time(self, records: list[ChangeRecord]) -> list[ChangeRecord]:
         """The records up to the end time; from the first one after it on, this shard produces nothing more."""

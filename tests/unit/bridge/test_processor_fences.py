@@ -10,6 +10,7 @@ from cdcbridge.contract import CellOp, MessageFormat
 from cdcbridge.coordination.clock import FakeClock
 from cdcbridge.coordination.processor import InitializationInput, ProcessRecordsInput, ShutdownInput, ShutdownReason
 from cdcbridge.formats.table_format import BridgeTableFormat
+from cdcbridge.snapshot.errors import SnapshotStateError
 from cdcbridge.snapshot.fences import SnapshotFences
 from cdcbridge.snapshot.incremental_state import ChunkState, IncrementalChunk, IncrementalSnapshotStore
 from tests.unit.bridge.test_processor import FakeCheckpointer, FakeSink
@@ -154,3 +155,19 @@ def test_a_shard_that_ends_reports_on_the_open_chunk_before_its_end_is_checkpoin
     (report,) = f.reports()
     assert report.dirty_keys == ([("id", 12)],)
     assert f.checkpointer.calls == [(None, None)] and reports_at_checkpoint == [1], "reported, then the end"
+
+
+def test_a_shard_end_that_cannot_report_in_time_fails_instead_of_checkpointing_its_end() -> None:
+    import pytest
+
+    from cdcbridge.bridge.processor import BridgeProcessingError
+
+    f = Fixture()
+    f.sink.auto = True
+    f.process([f.rec(12, -500)])
+    f.clock.advance(1.0)  # the next view is read again ...
+    f.fences._store._client.fail_next("GetRange", OSError("status table unreachable"))
+    f.fences.report = lambda report: (_ for _ in ()).throw(SnapshotStateError("unreachable"))  # ... and reports fail
+    with pytest.raises(BridgeProcessingError, match="not all its reports on open snapshot chunks were stored"):
+        f.processor.shutdown(ShutdownInput(ShutdownReason.SHARD_END, f.checkpointer, 0.3))
+    assert f.checkpointer.calls == [], "the end is not checkpointed"
