@@ -8,7 +8,12 @@ For every OPEN chunk of a live exporter, in shard order:
 - the shard has *passed* F once a record committed after F comes (or an empty read at a local time after F + m);
   the report is sent once every record before that point is acknowledged by Kafka;
 - a record of a key in the chunk committed after F is held, with every record after it (shard order), until the
-  chunk is EMITTED or ABANDONED or its exporter is dead: its message must follow the snapshot's image.
+  chunk is EMITTED or ABANDONED or its exporter is dead: its message must follow the snapshot's image;
+- until the shard's first report on the chunk is stored, the checkpoint stays before the first record that made a
+  key dirty: the dirty keys live in this processor's memory only, so a successor (after a crash or a lease move)
+  must read those records again to know them. A report stored once is merged into, never replaced;
+- at the shard's end every open chunk is passed (no record can follow) and reported before the end is checkpointed:
+  a finished shard is not waited for, so its dirty keys must be stored by then.
 
 The rules are here, without threads, Kafka or the status table: the processor feeds records, acknowledged positions
 and the view of :class:`~cdcbridge.snapshot.fences.SnapshotFences`, and sends what comes out.
@@ -41,6 +46,14 @@ class _Watched:
     #: The last record admitted before the shard passed F: the report waits until it is acknowledged.
     pass_point: Sequence | None = None
     reported: bool = False
+    #: Whether this shard holds a record back for the chunk.
+    held: bool = False
+    #: The checkpoint may not pass the first record that made a key dirty until the first report is stored: True
+    #: once such a record was seen, with `cap` the record before it (None: none before it in this incarnation).
+    capped: bool = False
+    cap: Sequence | None = None
+    #: The first report was stored: the cap is lifted for good.
+    stored_once: bool = False
 
 
 def _acknowledged(point: Sequence | None, confirmed: ConfirmedPosition | None) -> bool:
@@ -80,6 +93,12 @@ class ShardChunkWatch:
                     self._hold("the status table can be read again (its incremental snapshots are unknown)")
                 return 0
             watched = self._sync(view)
+            if not watched:  # no open chunk (nearly always): nothing to look at per record
+                if records:
+                    self._last_admitted = records[-1].sequence
+                    self._newest_epoch = records[-1].sequence.epoch
+                self._release()
+                return len(records)
             for index, record in enumerate(records):
                 sequence = record.sequence
                 commit_us = sequence.timestamp_us
@@ -91,11 +110,17 @@ class ShardChunkWatch:
                     if inside and chunk.in_window(commit_us):
                         watch.dirty[tuple(value for _, value in key)] = list(key)
                         watch.epochs.add(sequence.epoch)
+                        if not watch.capped and not watch.stored_once:
+                            watch.capped, watch.cap = True, self._last_admitted
                     if chunk.fence_us is not None and commit_us > chunk.fence_us:
                         self._pass(watch)
                         if inside and held_by is None:
                             held_by = chunk
                 if held_by is not None:
+                    held = self._watched[(held_by.snapshot_id, held_by.number)]
+                    if not held.held:
+                        held.held = True
+                        held.reported = False  # reported again, now saying it holds (for `cdcbridge status`)
                     self._hold(
                         f"chunk {held_by.number} of incremental snapshot {held_by.snapshot_id} is emitted (record "
                         f"{sequence.to_text()} of key {describe_bound(key)} follows its fence "
@@ -129,6 +154,7 @@ class ShardChunkWatch:
                         chunk.stream_id, chunk.snapshot_id, chunk.number, self._shard_id, True,
                         dirty_keys=tuple(key for key in watch.dirty.values() if chunk.covers(key)),
                         epochs=tuple(sorted(watch.epochs)), newest_epoch=self._newest_epoch, reported_ms=now_ms,
+                        holding=watch.held,
                     ))  # fmt: skip
             return due
 
@@ -136,7 +162,30 @@ class ShardChunkWatch:
         with self._lock:
             watch = self._watched.get((report.snapshot_id, report.chunk))
             if watch is not None:
-                watch.reported = True
+                watch.reported = watch.stored_once = True
+                watch.capped = False
+
+    def checkpoint_cap(self) -> tuple[bool, Sequence | None]:
+        """(capped, position): whether the checkpoint must stay at or before `position` (None: write none) because
+        an unreported open chunk's dirty keys rest on records after it."""
+        with self._lock:
+            caps = [watch.cap for watch in self._watched.values() if watch.capped]
+        if not caps:
+            return False, None
+        if any(cap is None for cap in caps):
+            return True, None
+        return True, min(cap for cap in caps if cap is not None)
+
+    def shard_ended(self) -> None:
+        """The shard was read to its end: no record can follow, so every open chunk counts as passed."""
+        with self._lock:
+            for watch in self._watched.values():
+                self._pass(watch)
+
+    def unreported(self) -> int:
+        """Open chunks this shard passed and has not reported yet."""
+        with self._lock:
+            return sum(1 for watch in self._watched.values() if watch.passed and not watch.reported)
 
     # ----- internals ------------------------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from functools import partial
 from cdcbridge.bridge.acks import AckPage, AckTracker, ConfirmedPosition
 from cdcbridge.bridge.chunk_watch import ShardChunkWatch
 from cdcbridge.bridge.row_lookup import CurrentRow
-from cdcbridge.changes import ChangeRecord, Value
+from cdcbridge.changes import ChangeRecord, Sequence, Value
 from cdcbridge.contract import (
     DEAD_LETTER_REASON_HEADER,
     REDACTED_COLUMNS_HEADER,
@@ -330,11 +330,14 @@ class BridgeProcessor(RecordProcessor):
             if shutdown.reason is ShutdownReason.LEASE_LOST:
                 return  # a checkpoint would be refused; in-flight acks no longer matter to this owner
             if shutdown.reason is ShutdownReason.SHARD_END:
-                self._drain_backlog()
+                timeout = shutdown.timeout_seconds
+                deadline = None if timeout is None else time.monotonic() + timeout
+                self._drain_backlog(deadline)
                 # Children may start only after every message of this shard is acknowledged.
                 while not self._tracker.wait_all_acked(1.0):
                     self._raise_if_failed()
                 self._raise_if_failed()
+                self._report_shard_end(deadline)
                 # Past the end time, records after it were handed out but not produced: no SHARD_END over them, and
                 # the shard stays unfinished (its lease held, nothing re-read) until the worker stops.
                 self._write_checkpoint(final=not self._past_end_time)
@@ -352,7 +355,7 @@ class BridgeProcessor(RecordProcessor):
                          self._shard_id, self._context.table, self._skipped)  # fmt: skip
 
     # ----------------------------------------------------------------------------------- internals
-    def _drain_backlog(self) -> None:
+    def _drain_backlog(self, deadline: float | None) -> None:
         """At the shard's end: wait for the hold to end and produce what it held (a hold ends when its chunk is
         emitted or abandoned, or its exporter is dead)."""
         while self._backlog:
@@ -360,7 +363,30 @@ class BridgeProcessor(RecordProcessor):
             self._release_held()
             self._send_reports()
             if self._backlog:
+                self._give_up_at(deadline, "its held records were released")
                 time.sleep(0.05)
+
+    def _report_shard_end(self, deadline: float | None) -> None:
+        """Report on every open chunk before the end is checkpointed: once finished, the shard is not waited for."""
+        fences, watch = self._context.fences, self._watch
+        if fences is None or watch is None:
+            return
+        watch.shard_ended()
+        while True:
+            watch.admit([], fences.view())  # forget chunks closed meanwhile
+            self._send_reports()
+            if not watch.unreported():
+                return
+            self._give_up_at(deadline, "its reports on open snapshot chunks were stored")
+            time.sleep(0.1)
+
+    def _give_up_at(self, deadline: float | None, what: str) -> None:
+        """Past the shutdown's time: fail, so the end is not checkpointed and the shard is read again."""
+        if deadline is not None and time.monotonic() >= deadline:
+            raise BridgeProcessingError(
+                f"shard {self._shard_id} of table {self._context.table} ended, but not all {what} in time; it "
+                "restarts from its checkpoint"
+            )
 
     def _within_end_time(self, records: list[ChangeRecord]) -> list[ChangeRecord]:
         """The records up to the end time; from the first one after it on, this shard produces nothing more."""
@@ -512,7 +538,21 @@ class BridgeProcessor(RecordProcessor):
                 checkpointer.checkpoint()
                 return
             position = self._tracker.confirmed()
+            if position is not None and self._watch is not None:
+                capped, cap = self._watch.checkpoint_cap()
+                if capped:
+                    if cap is None:
+                        return
+                    if position.sequence > cap:
+                        position = ConfirmedPosition(cap, None)
             if position is None or position == self._last_written:
                 return
+            if self._last_written is not None and _order(position) < _order(self._last_written):
+                return  # a cap below what is stored already: never move the checkpoint back
             checkpointer.checkpoint(position.sequence, position.sub_sequence)
             self._last_written = position
+
+
+def _order(position: ConfirmedPosition) -> tuple[Sequence, float]:
+    """Positions in shard order: a whole record after any part of it."""
+    return position.sequence, float("inf") if position.sub_sequence is None else position.sub_sequence

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cdcbridge.coordination.clock import Clock
 from cdcbridge.snapshot.errors import SnapshotStateError
@@ -88,7 +88,15 @@ class SnapshotFences:
             return self._view
 
     def report(self, report: IncrementalReport) -> None:
-        """Store a shard owner's report (raises SnapshotStateError; the owner tries again later)."""
+        """Store a shard owner's report, merged with one an earlier owner of the shard stored (its dirty keys rest
+        on records the checkpoint has passed since, which this owner never saw). Raises SnapshotStateError; the
+        owner tries again later."""
+        earlier = [r for r in self._store.read_reports(report.stream_id, report.snapshot_id, report.chunk)
+                   if r.shard_id == report.shard_id]  # fmt: skip
+        if earlier:
+            dirty = {tuple(v for _, v in key): key for key in (*earlier[0].dirty_keys, *report.dirty_keys)}
+            report = replace(report, dirty_keys=tuple(dirty.values()),
+                             epochs=tuple(sorted({*earlier[0].epochs, *report.epochs})))  # fmt: skip
         self._store.write_report(report)
 
     def _read(self, started: float) -> FenceView:

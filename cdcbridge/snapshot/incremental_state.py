@@ -14,7 +14,7 @@ All rows sit under the table's stream id (primary key StreamId, StatusType, Stat
   reports of an older attempt never count), `Begin` / `End` or `Keys` (a key-list chunk), `WindowStartUs` (W),
   `FenceUs` (F), `State` (OPEN, EMITTED, ABANDONED), `OpenedMs`.
 - ``IncrementalReport`` / ``<snapshot id>/<chunk number>/<shard id>``: one shard owner's report on a chunk.
-  `Passed`, `DirtyKeys`, `Epochs` (of the in-window records it saw), `NewestEpoch`, `ReportedMs`.
+  `Passed`, `DirtyKeys`, `Epochs` (of the in-window records it saw), `NewestEpoch`, `ReportedMs`, `Holding`.
 
 Times of the window and fence are commit times in µs (the stream records' unit); heartbeats are wall-clock ms.
 
@@ -181,6 +181,9 @@ class IncrementalReport:
     epochs: tuple[int, ...] = ()
     newest_epoch: int | None = None
     reported_ms: int = 0
+    #: The shard holds records of the chunk's keys committed after F (written again when a hold starts after the
+    #: first report): what `cdcbridge status` shows as held shards.
+    holding: bool = False
 
 
 def new_snapshot_id(now_ms: int) -> str:
@@ -349,11 +352,9 @@ class IncrementalSnapshotStore:
                     f"{expected.value if expected else 'there'}; see `cdcbridge status`")  # fmt: skip
 
     def delete(self, stream_id: str, snapshot_id: str) -> None:
-        """Remove a snapshot's rows: its chunk, the chunk's reports and the snapshot row."""
-        chunk = self.read_chunk(stream_id, snapshot_id)
-        if chunk is not None:
-            self.delete_reports(stream_id, snapshot_id, chunk.number)
-            self._delete(self._chunk_key(stream_id, snapshot_id), f"remove the chunk of snapshot {snapshot_id}")
+        """Remove a snapshot's rows: its chunk, every report on any of its chunks and the snapshot row."""
+        self.delete_snapshot_reports(stream_id, snapshot_id)
+        self._delete(self._chunk_key(stream_id, snapshot_id), f"remove the chunk of snapshot {snapshot_id}")
         self._delete(self._snapshot_key(stream_id, snapshot_id), f"remove incremental snapshot {snapshot_id}")
 
     # ----- chunks ---------------------------------------------------------------------------------------------
@@ -409,6 +410,7 @@ class IncrementalSnapshotStore:
         columns: list[tuple[str, Any]] = [
             ("Passed", report.passed), ("DirtyKeys", _encode_keys(report.dirty_keys)),
             ("Epochs", json.dumps(list(report.epochs))), ("ReportedMs", report.reported_ms),
+            ("Holding", report.holding),
         ]  # fmt: skip
         if report.newest_epoch is not None:
             columns.append(("NewestEpoch", report.newest_epoch))
@@ -427,6 +429,7 @@ class IncrementalSnapshotStore:
                     stream_id, snapshot_id, chunk, value[len(prefix):], bool(columns.get("Passed", False)),
                     tuple(read.bounds("DirtyKeys")), tuple(int(e) for e in json.loads(read.text("Epochs", "[]"))),
                     None if newest is None else int(newest), read.number("ReportedMs"),
+                    bool(columns.get("Holding", False)),
                 ))  # fmt: skip
             except (ValueError, TypeError) as error:
                 raise self._malformed(f"report {value}", error) from None
@@ -435,6 +438,12 @@ class IncrementalSnapshotStore:
     def delete_reports(self, stream_id: str, snapshot_id: str, chunk: int) -> None:
         prefix = self._report_prefix(snapshot_id, chunk)
         for value, _ in self._scan(stream_id, REPORT_TYPE, prefix):
+            self._delete(self._report_key(stream_id, value), f"remove report {value}")
+
+    def delete_snapshot_reports(self, stream_id: str, snapshot_id: str) -> None:
+        """Remove every report on any chunk of a snapshot (call when it ends): an owner whose view of a chunk was
+        up to R old may store a report after the chunk was closed and its reports deleted."""
+        for value, _ in self._scan(stream_id, REPORT_TYPE, f"{snapshot_id}/"):
             self._delete(self._report_key(stream_id, value), f"remove report {value}")
 
     # ----- decoding -------------------------------------------------------------------------------------------

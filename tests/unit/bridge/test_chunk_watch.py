@@ -44,7 +44,7 @@ def test_keys_of_the_chunk_changed_in_the_window_are_dirty_and_reported_after_th
     (report,) = watch.reports_due(acked_through(records[3]), 7)
     assert (report.snapshot_id, report.chunk, report.shard_id, report.passed) == ("s1", 1, "shard-a", True)
     assert report.dirty_keys == ([("id", 13)], [("id", 19)]), "12 changed before W, 5 and 30 are outside"
-    assert (report.epochs, report.newest_epoch, report.reported_ms) == ((3, 4), 0, 7)
+    assert (report.epochs, report.newest_epoch, report.reported_ms, report.holding) == ((3, 4), 0, 7, False)
     watch.reported(report)
     assert watch.reports_due(acked_through(records[4]), 8) == [], "sent once"
 
@@ -59,6 +59,7 @@ def test_an_in_range_record_after_the_fence_is_held_with_everything_after_it_unt
     assert watch.holding is not None and "chunk 1 of incremental snapshot s1" in watch.holding
     (report,) = watch.reports_due(acked_through(records[1]), 1)
     assert report.dirty_keys == ([("id", 11)],), "the shard passed F (at record 3) while it holds 15"
+    assert report.holding
     assert watch.admit(records[2:], view(chunk())) == 0, "still open: still held"
     assert watch.admit(records[2:], view()) == 2, "emitted (no longer open): released in order"
     assert watch.holding is None
@@ -129,3 +130,47 @@ def test_a_record_held_by_one_chunk_still_passes_another_and_a_redone_chunk_star
     redo = chunk(begin=10, end=20, snapshot="a", number=2)
     watch.admit([], view(redo))
     assert watch.reports_due(acked_through(records[0]), 2) == [], "chunk 2 is not passed yet"
+
+
+def test_a_hold_that_starts_after_the_report_is_reported_again() -> None:
+    watch = ShardChunkWatch("orders", "shard-a", MARGIN)
+    first = rec(30, 2_500)
+    watch.admit([first], view(chunk()))
+    (report,) = watch.reports_due(acked_through(first), 1)
+    watch.reported(report)
+    assert not report.holding
+    assert watch.admit([rec(15, 2_600)], view(chunk())) == 0
+    (again,) = watch.reports_due(acked_through(first), 2)
+    assert again.holding and again.reported_ms == 2
+
+
+def test_the_checkpoint_stays_before_the_first_dirty_record_until_the_first_report_is_stored() -> None:
+    watch = ShardChunkWatch("orders", "shard-a", MARGIN)
+    assert watch.checkpoint_cap() == (False, None)
+    records = [rec(3, 1_100), rec(12, 1_200), rec(13, 1_300), rec(30, 2_500)]
+    watch.admit(records, view(chunk()))
+    assert watch.checkpoint_cap() == (True, records[0].sequence), "12 made a key dirty: stay at 3"
+    (report,) = watch.reports_due(acked_through(records[3]), 1)
+    watch.reported(report)
+    assert watch.checkpoint_cap() == (False, None)
+    watch.admit([rec(14, 1_900)], view(chunk()))
+    assert watch.checkpoint_cap() == (False, None), "lifted for good once a report is stored"
+
+    fresh = ShardChunkWatch("orders", "shard-a", MARGIN)
+    fresh.admit([rec(12, 1_200)], view(chunk()))
+    assert fresh.checkpoint_cap() == (True, None), "the first record of this incarnation: no checkpoint at all"
+    fresh.admit([], view())
+    assert fresh.checkpoint_cap() == (False, None), "the chunk closed"
+
+
+def test_at_the_shard_end_every_open_chunk_is_passed() -> None:
+    watch = ShardChunkWatch("orders", "shard-a", MARGIN)
+    first = rec(12, 1_200)
+    watch.admit([first], view(chunk(fence=None)))
+    assert watch.reports_due(acked_through(first), 1) == [] and watch.unreported() == 0
+    watch.shard_ended()
+    assert watch.unreported() == 1
+    (report,) = watch.reports_due(acked_through(first), 1)
+    assert report.passed and report.dirty_keys == ([("id", 12)],)
+    watch.reported(report)
+    assert watch.unreported() == 0

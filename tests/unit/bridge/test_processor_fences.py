@@ -10,6 +10,7 @@ from cdcbridge.contract import CellOp, MessageFormat
 from cdcbridge.coordination.clock import FakeClock
 from cdcbridge.coordination.processor import InitializationInput, ProcessRecordsInput, ShutdownInput, ShutdownReason
 from cdcbridge.formats.table_format import BridgeTableFormat
+from cdcbridge.snapshot.errors import SnapshotStateError
 from cdcbridge.snapshot.fences import SnapshotFences
 from cdcbridge.snapshot.incremental_state import ChunkState, IncrementalChunk, IncrementalSnapshotStore
 from tests.unit.bridge.test_processor import FakeCheckpointer, FakeSink
@@ -124,3 +125,49 @@ def test_a_shard_that_ends_while_it_holds_produces_the_held_records_before_its_e
     f.processor.shutdown(ShutdownInput(ShutdownReason.SHARD_END, f.checkpointer, 5.0))
     assert f.produced_keys() == [b"[15]", b"[2]"]
     assert f.checkpointer.calls == [(None, None)], "then the whole shard is checkpointed (its end)"
+
+
+def test_the_checkpoint_waits_for_the_report_when_a_successor_would_miss_the_dirty_keys() -> None:
+    f = Fixture()
+    records = [f.rec(3, -900), f.rec(12, -500), f.rec(4, -400)]
+    f.process(records)
+    for index in range(3):
+        f.sink.ack(index)
+    f.processor._write_checkpoint(final=False)
+    assert f.checkpointer.calls == [(records[0].sequence, None)], "not past 12 before the report is stored"
+    f.process([f.rec(5, +10)])  # after the fence: passed
+    f.sink.ack(3)
+    f.processor._send_reports()
+    assert len(f.reports()) == 1
+    f.processor._write_checkpoint(final=False)
+    assert f.checkpointer.calls[-1][0].timestamp_us == f.fence + 10, "the report is stored: the cap is lifted"
+
+
+def test_a_shard_that_ends_reports_on_the_open_chunk_before_its_end_is_checkpointed() -> None:
+    f = Fixture()
+    f.sink.auto = True
+    f.process([f.rec(12, -500)])
+    assert f.reports() == [], "not passed: the fence is ahead"
+    reports_at_checkpoint: list[int] = []
+    checkpoint = f.checkpointer.checkpoint
+    f.checkpointer.checkpoint = lambda *args: (reports_at_checkpoint.append(len(f.reports())), checkpoint(*args))
+    f.processor.shutdown(ShutdownInput(ShutdownReason.SHARD_END, f.checkpointer, 5.0))
+    (report,) = f.reports()
+    assert report.dirty_keys == ([("id", 12)],)
+    assert f.checkpointer.calls == [(None, None)] and reports_at_checkpoint == [1], "reported, then the end"
+
+
+def test_a_shard_end_that_cannot_report_in_time_fails_instead_of_checkpointing_its_end() -> None:
+    import pytest
+
+    from cdcbridge.bridge.processor import BridgeProcessingError
+
+    f = Fixture()
+    f.sink.auto = True
+    f.process([f.rec(12, -500)])
+    f.clock.advance(1.0)  # the next view is read again ...
+    f.fences._store._client.fail_next("GetRange", OSError("status table unreachable"))
+    f.fences.report = lambda report: (_ for _ in ()).throw(SnapshotStateError("unreachable"))  # ... and reports fail
+    with pytest.raises(BridgeProcessingError, match="not all its reports on open snapshot chunks were stored"):
+        f.processor.shutdown(ShutdownInput(ShutdownReason.SHARD_END, f.checkpointer, 0.3))
+    assert f.checkpointer.calls == [], "the end is not checkpointed"

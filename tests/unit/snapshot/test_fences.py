@@ -95,3 +95,18 @@ def test_no_view_while_the_status_table_cannot_be_read(caplog: pytest.LogCapture
     assert len(warnings) == 1 and "table orders: cannot read its incremental snapshots" in warnings[0]
     store.open_chunk(snapshot, IncrementalChunk(STREAM, snapshot.snapshot_id, 1, 100, None))
     assert len(fences.view().chunks) == 1
+
+
+def test_a_report_merges_with_the_one_an_earlier_owner_of_the_shard_stored() -> None:
+    from cdcbridge.snapshot.incremental_state import IncrementalReport
+
+    store, fences, _, _ = _setup()
+    snapshot = _running(store)
+    store.write_report(IncrementalReport(STREAM, snapshot.snapshot_id, 1, "shard-a", True, dirty_keys=([("id", 1)],),
+                                         epochs=(2,)))  # fmt: skip
+    store.write_report(IncrementalReport(STREAM, snapshot.snapshot_id, 1, "shard-b", True, dirty_keys=([("id", 9)],)))
+    fences.report(IncrementalReport(STREAM, snapshot.snapshot_id, 1, "shard-a", True,
+                                    dirty_keys=([("id", 3)], [("id", 1)]), epochs=(3,), holding=True))  # fmt: skip
+    mine = {r.shard_id: r for r in store.read_reports(STREAM, snapshot.snapshot_id, 1)}
+    assert mine["shard-a"].dirty_keys == ([("id", 1)], [("id", 3)]) and mine["shard-a"].epochs == (2, 3)
+    assert mine["shard-a"].holding and mine["shard-b"].dirty_keys == ([("id", 9)],)

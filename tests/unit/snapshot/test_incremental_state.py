@@ -133,10 +133,10 @@ def test_chunks_open_and_close_and_closing_deletes_their_reports() -> None:
             reported_ms=4_000,
         )
     )
-    store.write_report(IncrementalReport(STREAM, snapshot.snapshot_id, 1, "shard-b", False))
+    store.write_report(IncrementalReport(STREAM, snapshot.snapshot_id, 1, "shard-b", False, holding=True))
     reports = store.read_reports(STREAM, snapshot.snapshot_id, 1)
-    assert [(r.shard_id, r.passed, r.dirty_keys, r.epochs, r.newest_epoch) for r in reports] == [
-        ("shard-a", True, ([("id", 3)],), (0,), 0), ("shard-b", False, (), (), None),
+    assert [(r.shard_id, r.passed, r.dirty_keys, r.epochs, r.newest_epoch, r.holding) for r in reports] == [
+        ("shard-a", True, ([("id", 3)],), (0,), 0, False), ("shard-b", False, (), (), None, True),
     ]  # fmt: skip
     store.close_chunk(first, ChunkState.EMITTED, 5_000)
     assert store.read_chunk(STREAM, snapshot.snapshot_id).state is ChunkState.EMITTED
@@ -208,3 +208,20 @@ def test_an_announced_chunk_has_no_fence_until_the_read_sets_it_and_narrows_the_
     store.open_chunk(snapshot, IncrementalChunk(STREAM, snapshot.snapshot_id, 2, 1000, None, keys=([("id", 3)],)))
     with pytest.raises(SnapshotConflictError, match="no longer its open chunk"):
         store.set_fence(fenced, 950, [("id", 30)])
+
+
+def test_a_late_report_on_a_closed_chunk_goes_with_the_snapshot_s_reports() -> None:
+    store, client = _store()
+    snapshot = store.claim(store.request(STREAM, SOURCE, now_ms=1_000), "exporter-a", 2_000)
+    other = store.request(STREAM, SOURCE, now_ms=1_001)
+    chunk = IncrementalChunk(STREAM, snapshot.snapshot_id, 1, 100, 200)
+    store.open_chunk(snapshot, chunk)
+    store.close_chunk(chunk, ChunkState.EMITTED, 3_000)
+    store.write_report(IncrementalReport(STREAM, snapshot.snapshot_id, 1, "shard-late", True))  # after the close
+    store.write_report(IncrementalReport(STREAM, other.snapshot_id, 1, "shard-x", True))
+    store.delete_snapshot_reports(STREAM, snapshot.snapshot_id)
+    assert store.read_reports(STREAM, snapshot.snapshot_id, 1) == []
+    assert [r.shard_id for r in store.read_reports(STREAM, other.snapshot_id, 1)] == ["shard-x"]
+    store.delete(STREAM, other.snapshot_id)
+    store.delete(STREAM, snapshot.snapshot_id)
+    assert client.tables[STATUS] == {}
