@@ -94,7 +94,7 @@ class IncrementalSnapshotStatus:
     heartbeat_seconds_ago: float | None
     #: "chunk 12 OPEN (fenced)" while a chunk is open, else "".
     open_chunk: str = ""
-    #: Shards that passed the open chunk's fence: they hold the chunk's records after it until it is emitted.
+    #: Shards that hold records of the open chunk's keys committed after its fence, until it is emitted.
     held_shards: list[str] = field(default_factory=list)
     pending_keys: int = 0
     skipped_keys: list[str] = field(default_factory=list)
@@ -175,7 +175,10 @@ def incremental_status(store: IncrementalSnapshotStore, stream_id: str, table: s
         open_chunk, held = "", []
         if chunk is not None and chunk.state is ChunkState.OPEN:
             open_chunk = f"chunk {chunk.number} OPEN ({'announced' if chunk.fence_us is None else 'fenced'})"
-            held = sorted(r.shard_id for r in store.read_reports(stream_id, snap.snapshot_id, chunk.number) if r.passed)
+            reports = store.read_reports(stream_id, snap.snapshot_id, chunk.number)
+            passed = sum(1 for report in reports if report.passed)
+            open_chunk += f", {passed} shard(s) past its fence"
+            held = sorted(report.shard_id for report in reports if report.holding)
         found.append(IncrementalSnapshotStatus(
             table=table, snapshot_id=snap.snapshot_id, state=snap.state.value, range=f"[{begin}, {end})",
             rows=snap.rows, chunks=snap.chunks, rows_per_second=snap.rows_per_second,
@@ -314,8 +317,8 @@ def render_text(status: ClusterStatus) -> str:
             lines.append(f"{inc.snapshot_id:<26} {inc.table:<14} {inc.state:<9} {inc.rows:>10,} {inc.chunks:>7} "
                          f"{rate:>8}  {inc.range} {exporter}")  # fmt: skip
             if inc.open_chunk:
-                held = ", ".join(inc.held_shards) or "none yet"
-                lines.append(f"{'':<26} {inc.open_chunk}; shards past its fence (holding): {held}")
+                held = ", ".join(inc.held_shards) or "none"
+                lines.append(f"{'':<26} {inc.open_chunk}; shards holding records after it: {held}")
             if inc.pending_keys:
                 lines.append(f"{'':<26} {inc.pending_keys} changed key(s) to re-read")
             if inc.skipped_keys:
