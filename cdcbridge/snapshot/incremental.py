@@ -4,22 +4,22 @@ streaming, and emits each chunk's rows once the shard owners have fenced it (the
 
 Per chunk (a key range [from, to) of at most `chunk_rows` rows, or a list of keys to re-read):
 
-1. *Announce.* The chunk row is written OPEN with its window start W in the near future (W = write start +
-   allowance + R + m) and no fence yet (F far away). Within R every owner has read it, so every record an owner
-   handled without knowing the chunk committed before W; from then on owners note the keys of the chunk changed
-   at or after W (dirty) and hold nothing yet.
-2. *Read.* Once the local clock passed W + m (so every change before W is committed), GetRange reads the chunk
-   (GetRow per key for a key list); t1 is taken when the read returns.
-3. *Fence.* The chunk row is rewritten with F = write start + allowance + R + m (>= t1 + m): owners learn it before
-   any record after F can reach them, hold the chunk's records after F, and report once they passed F with every
-   record up to F acknowledged by Kafka.
+1. *Announce.* The chunk row is written OPEN with W = (time before the write) - m, the range [resume, end) and no
+   fence yet. Owners act on a view of the chunks at most R old, so a record an owner handled without knowing the
+   chunk was handled before the write returned + R and committed before that + m; from then on owners note the keys
+   of the chunk they see change at or after W (dirty) and hold nothing yet.
+2. *Read.* R + 2m after the write returned (so every record handled without knowledge of the chunk is committed and
+   reflected), GetRange reads the chunk (GetRow per key for a key list); t1 is taken when the read returns.
+3. *Fence.* The chunk row gets F = write start + allowance + R + m (>= t1 + m) and the end narrowed to the key after
+   the last row read: owners learn F before any record after it can reach them, hold the chunk's records after F,
+   and report once they passed F with every record up to F acknowledged by Kafka.
 4. *Emit.* When every shard that needs a report has one (:mod:`.report_quorum`), the rows minus the dirty keys go
    to Kafka as PUT images with sequence (epoch, t1, 0); after every acknowledgement the progress is stored and the
    chunk is marked EMITTED (owners release their holds). Dirty keys are re-read later as key-list chunks, up to
    `max_key_retries` times, then listed as skipped (hot).
 
-A write that takes longer than the allowance abandons the chunk (it is redone): the window and fence were computed
-before the write returned. Pause and cancel are obeyed between chunks and while waiting for reports (the open chunk
+A fence write that takes longer than the allowance abandons the chunk (it is redone): F was computed before the
+write returned. Pause and cancel are obeyed between chunks and while waiting for reports (the open chunk
 is abandoned); an exporter whose heartbeat could be judged dead never produces (see :meth:`_check_alive`).
 """
 
@@ -78,7 +78,7 @@ class ExporterSettings:
     heartbeat_seconds: float = 1.0
     #: The exporter producer's `message.timeout.ms` / 1000: every message is written or failed by then.
     delivery_seconds: float = 5.0
-    #: How long a chunk-row write may take: W and F are computed before the write with this much room.
+    #: How long the fence write may take: F is computed before the write with this much room.
     write_allowance_seconds: float = 0.5
 
     @classmethod
@@ -95,7 +95,7 @@ class ExporterSettings:
 
     @property
     def lead_seconds(self) -> float:
-        """From the start of a chunk-row write to the window start / fence it names."""
+        """From the start of the fence write to the fence it names."""
         return self.write_allowance_seconds + self.fence_refresh_seconds + self.clock_skew_margin_seconds
 
 
@@ -254,6 +254,7 @@ class IncrementalExporter:
         self._last_wait_log = 0.0
         self._checkpoint_epoch: int | None = None
         self._deliveries: _Deliveries | None = None
+        self._announced_at = 0.0
         self._pk_columns: list[str] | None = None
 
     # ----- the loop -------------------------------------------------------------------------------------------
@@ -319,7 +320,8 @@ class IncrementalExporter:
         self._deliveries = None
         chunk = self._write_chunk(snapshot, self._announced(snapshot, plan))
         try:
-            self._sleep_until(chunk.window_start_us / 1e6 + settings.clock_skew_margin_seconds)
+            margin = settings.clock_skew_margin_seconds
+            self._sleep_until(self._announced_at + settings.fence_refresh_seconds + 2 * margin)
             read = self._read(snapshot, plan)
             self._limiter.spend(len(plan.keys) if plan.keys is not None else len(read.rows))
             if plan.keys is None:
@@ -354,22 +356,24 @@ class IncrementalExporter:
     def _write_chunk(
         self, snapshot: IncrementalSnapshot, chunk: IncrementalChunk, *, fence: bool = False
     ) -> IncrementalChunk:
-        """Announce the chunk with its window start (first write) or set its fence and end (second), each computed
-        from the time before the write; a write that took longer than the allowance abandons the chunk."""
+        """Announce the chunk (first write: W = start - m) or set its fence and narrowed end (second write: F computed
+        from the time before the write, so a write slower than the allowance abandons the chunk)."""
         self._raise_if_replaced()
+        settings = self._settings
         start = self._clock()
-        at_us = int((start + self._settings.lead_seconds) * 1_000_000)
-        if fence:
-            chunk = self._store.set_fence(chunk, max(at_us, chunk.window_start_us), chunk.end)
-        else:
-            chunk = replace(chunk, window_start_us=at_us, opened_ms=int(start * 1000))
+        if not fence:
+            window_us = int((start - settings.clock_skew_margin_seconds) * 1_000_000)
+            chunk = replace(chunk, window_start_us=window_us, opened_ms=int(start * 1000))
             self._next_number += 1
             self._store.open_chunk(snapshot, chunk)
+            self._announced_at = self._clock()
+            return chunk
+        fence_us = int((start + settings.lead_seconds) * 1_000_000)
+        chunk = self._store.set_fence(chunk, fence_us, chunk.end)
         took = self._clock() - start
-        allowance = self._settings.write_allowance_seconds
-        if took > allowance:
+        if took > settings.write_allowance_seconds:
             self._abandon(chunk)
-            raise ChunkAbandoned(f"writing the chunk row took {took:.2f}s (allowance {allowance}s)")
+            raise ChunkAbandoned(f"setting the fence took {took:.2f}s (allowance {settings.write_allowance_seconds}s)")
         return chunk
 
     def _read(self, snapshot: IncrementalSnapshot, plan: _Plan) -> _Read:

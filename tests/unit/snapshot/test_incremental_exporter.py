@@ -87,7 +87,7 @@ def ids(sink: FakeSink) -> list[int]:
     return [value["pk"][0]["value"][1] for value in sink.values(".image")]
 
 
-def test_every_row_is_emitted_once_with_the_owners_epoch_after_the_window_announced_before_the_read() -> None:
+def test_every_row_is_emitted_once_with_the_owners_epoch_after_the_chunk_was_announced_before_the_read() -> None:
     client = source_with_rows(10)
     store, sink = FakeOwners(client, ["s1"], clean), FakeSink()
     before = int(time.time() * 1_000_000)
@@ -99,15 +99,18 @@ def test_every_row_is_emitted_once_with_the_owners_epoch_after_the_window_announ
     # Each chunk is written twice: announced (window in the future, no fence), then fenced after the read.
     announced, fenced = store.opened[0::2], store.opened[1::2]
     assert [c.number for c in announced] == [c.number for c in fenced] == [1, 2, 3]
-    assert all(c.fence_us is None and c.window_start_us > before for c in announced)
+    margin_us = SETTINGS.clock_skew_margin_seconds * 1e6
+    assert all(c.fence_us is None and c.window_start_us >= before - margin_us for c in announced)
     pairs = zip(announced, fenced, strict=True)
     assert all(f.window_start_us == a.window_start_us < f.fence_us for a, f in pairs)
     assert fenced[0].end == [("id", 4)] and fenced[1].begin == [("id", 4)]
     seqs = [Sequence(v["seq"]["epoch"], v["seq"]["timestamp_us"], v["seq"]["row_index"]) for v in sink.values(".image")]
     assert {s.epoch for s in seqs} == {7} and all(s.row_index == 0 for s in seqs)
-    for chunk, first in zip(fenced, (0, 4, 8), strict=True):  # the read ended inside the window: W + m <= t1 <= F - m
+    wait_us = (SETTINGS.fence_refresh_seconds + 2 * SETTINGS.clock_skew_margin_seconds) * 1e6
+    for chunk, first in zip(fenced, (0, 4, 8), strict=True):
         t1 = seqs[first].timestamp_us
-        assert chunk.window_start_us < t1 < chunk.fence_us
+        # read R + 2m after the announcement at the earliest; its end t1 is inside the window, m before the fence
+        assert chunk.opened_ms * 1000 + wait_us <= t1 <= chunk.fence_us - margin_us
     final = store.read_chunk(STREAM, result.snapshot_id)
     assert final.state is ChunkState.EMITTED and not store.read_reports(STREAM, result.snapshot_id, final.number)
     assert sink.values(".image")[0]["source"]["shard_id"] == "snapshot"
