@@ -216,8 +216,8 @@ class BridgeProcessor(RecordProcessor):
     def _send_reports(self) -> None:
         """Store the reports on chunks this shard passed with everything before acknowledged (any thread)."""
         fences, watch = self._context.fences, self._watch
-        if fences is None or watch is None:
-            return
+        if fences is None or watch is None or not watch.unreported():
+            return  # nothing passed and unreported: no need to work out the acknowledged prefix
         with self._report_lock:
             for report in watch.reports_due(self._tracker.confirmed(), int(fences.clock.wall() * 1000)):
                 try:
