@@ -40,6 +40,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from functools import cached_property
 from typing import Any
 
 from tablestore import (
@@ -153,10 +154,14 @@ class IncrementalChunk:
     keys: tuple[KeyBound, ...] | None = None
     opened_ms: int = 0
 
+    @cached_property
+    def _key_set(self) -> frozenset[tuple[Any, ...]]:
+        return frozenset(tuple(value for _, value in key) for key in self.keys or ())
+
     def covers(self, key: KeyBound) -> bool:
         """Whether a row key belongs to the chunk (a range chunk's None bounds are open ends)."""
         if self.keys is not None:
-            return key in self.keys
+            return tuple(value for _, value in key) in self._key_set
         begin = self.begin if self.begin is not None else [(name, INF_MIN) for name, _ in key]
         end = self.end if self.end is not None else [(name, INF_MAX) for name, _ in key]
         return key_in_range(key, begin, end)
