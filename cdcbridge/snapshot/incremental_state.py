@@ -279,6 +279,33 @@ class IncrementalSnapshotStore:
         found = [self._snapshot(stream_id, value, columns) for value, columns in self._scan(stream_id, SNAPSHOT_TYPE)]
         return [snapshot for snapshot in found if table is None or snapshot.table == table]
 
+    def snapshots_and_chunks(
+        self, stream_id: str, table: str
+    ) -> tuple[list[IncrementalSnapshot], list[IncrementalChunk]]:
+        """The table's snapshots and the stream's chunks in one range read (what the owners refresh every R, so it
+        costs one request and one round trip): the row types sort IncrementalChunk < IncrementalReport <
+        IncrementalSnapshot, and the reports in between are skipped."""
+        start: Any = [("StreamId", stream_id), ("StatusType", CHUNK_TYPE), ("StatusValue", INF_MIN)]
+        end = [("StreamId", stream_id), ("StatusType", SNAPSHOT_TYPE), ("StatusValue", INF_MAX)]
+        snapshots: list[IncrementalSnapshot] = []
+        chunks: list[IncrementalChunk] = []
+        while start:
+            try:
+                _, start, rows, _ = self._client.get_range(self._table, "FORWARD", start, end, max_version=1)
+            except _STORE_ERRORS as error:
+                raise self._error("read the incremental snapshots and their chunks", error) from None
+            for row in rows:
+                key = dict(row.primary_key)
+                kind, value = key["StatusType"], str(key["StatusValue"])
+                columns = {name: v for name, v, *_ in row.attribute_columns}
+                if kind == SNAPSHOT_TYPE:
+                    snapshot = self._snapshot(stream_id, value, columns)
+                    if snapshot.table == table:
+                        snapshots.append(snapshot)
+                elif kind == CHUNK_TYPE:
+                    chunks.append(self._chunk(stream_id, value, columns))
+        return snapshots, chunks
+
     def claim(self, snapshot: IncrementalSnapshot, exporter_id: str, now_ms: int) -> IncrementalSnapshot:
         """Become `snapshot`'s exporter: a PENDING one becomes RUNNING; a RUNNING / PAUSED one whose exporter is
         dead is taken over. Conditional on the exporter and heartbeat read in `snapshot`, so of two exporters
