@@ -162,6 +162,7 @@ class BridgeProcessor(RecordProcessor):
         self._raise_if_failed()
         self._checkpointer = records.checkpointer
         if self._past_end_time and not self._backlog:
+            self._pass_everything_after_end_time()
             return  # later records are later still: nothing more is produced or checkpointed for this shard
         batch = [] if self._past_end_time else self._within_end_time(records.records)
         if self._watch is None:
@@ -172,6 +173,7 @@ class BridgeProcessor(RecordProcessor):
         self._backlog.extend(batch)
         self._release_held()
         self._wait_while_backlog_full()
+        self._pass_everything_after_end_time()
         self._send_reports()
 
     def on_idle(self) -> None:
@@ -185,6 +187,17 @@ class BridgeProcessor(RecordProcessor):
             self._release_held()
         if not self._backlog:
             watch.idle(fences.view(), int(fences.clock.wall() * 1_000_000))
+        self._pass_everything_after_end_time()
+        self._send_reports()
+
+    def _pass_everything_after_end_time(self) -> None:
+        """Past `bridge.end_time` with nothing held, this shard produces nothing more in this run: every open chunk
+        is passed (the records it leaves are produced by a later run, after any snapshot image)."""
+        fences, watch = self._context.fences, self._watch
+        if fences is None or watch is None or not self._past_end_time or self._backlog:
+            return
+        watch.admit([], fences.view())  # follow the open chunks
+        watch.shard_ended()
         self._send_reports()
 
     @property
@@ -216,8 +229,8 @@ class BridgeProcessor(RecordProcessor):
     def _send_reports(self) -> None:
         """Store the reports on chunks this shard passed with everything before acknowledged (any thread)."""
         fences, watch = self._context.fences, self._watch
-        if fences is None or watch is None:
-            return
+        if fences is None or watch is None or not watch.unreported():
+            return  # nothing passed and unreported: no need to work out the acknowledged prefix
         with self._report_lock:
             for report in watch.reports_due(self._tracker.confirmed(), int(fences.clock.wall() * 1000)):
                 try:

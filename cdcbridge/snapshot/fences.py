@@ -1,10 +1,11 @@
 """What the shard owners of one table know of its incremental snapshots: the open chunks of live exporters.
 
 One :class:`SnapshotFences` per table per worker, shared by the table's shard processors. A view is only ever used
-while the read it came from started at most `fence_refresh_seconds` (R) ago; older, it is read again first, and if
-that read fails there is no view (the caller holds every record: producing one without knowing of a chunk announced
-since could put it after the snapshot's image). The exporter waits R + 2m after announcing a chunk before it reads,
-which is what makes this bound enough (cdcbridge.snapshot.incremental_state, step 2).
+while the read it came from started at most `fence_refresh_seconds` (R) ago; older, it is read again first (one
+range read), and if that read fails or itself takes R or longer there is no view (the caller holds every record:
+producing one without knowing of a chunk announced since could put it after the snapshot's image). The exporter
+announces a chunk at least R + m before its window starts, which is what makes this bound enough
+(cdcbridge.snapshot.incremental_state, step 2).
 
 An exporter is alive while its heartbeat keeps changing: the first time a worker sees a (exporter, heartbeat) pair
 starts a timer on the worker's monotonic clock; once the pair has not changed for `exporter_timeout_seconds` the
@@ -79,6 +80,12 @@ class SnapshotFences:
                 return self._view
             try:
                 self._view = self._read(now)
+                took = self.clock.monotonic() - now
+                if took >= self._refresh:  # already too old to act on: an announcement may have been missed
+                    raise SnapshotStateError(
+                        f"reading them took {took:.1f}s, longer than snapshot.incremental.fence_refresh_seconds "
+                        f"({self._refresh}s); raise it above the status table's read latency"
+                    )
             except SnapshotStateError as error:
                 self._view = None
                 if self._failure_logged_at is None or now - self._failure_logged_at >= _FAILURE_LOG_SECONDS:
@@ -100,16 +107,12 @@ class SnapshotFences:
         self._store.write_report(report)
 
     def _read(self, started: float) -> FenceView:
-        snapshots = {s.snapshot_id: s for s in self._store.list_snapshots(self._stream_id, self._table)}
+        listed, all_chunks = self._store.snapshots_and_chunks(self._stream_id, self._table)
+        snapshots = {s.snapshot_id: s for s in listed}
         live = {snapshot_id for snapshot_id, s in snapshots.items() if not s.state.finished and self._alive(s, started)}
         for gone in set(self._heartbeats) - set(snapshots):
             del self._heartbeats[gone]
-        chunks: tuple[IncrementalChunk, ...] = ()
-        if live:
-            chunks = tuple(
-                chunk for chunk in self._store.list_chunks(self._stream_id)
-                if chunk.state is ChunkState.OPEN and chunk.snapshot_id in live
-            )  # fmt: skip
+        chunks = tuple(c for c in all_chunks if c.state is ChunkState.OPEN and c.snapshot_id in live)
         return FenceView(chunks, started)
 
     def _alive(self, snapshot: IncrementalSnapshot, now: float) -> bool:

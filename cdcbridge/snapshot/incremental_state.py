@@ -40,6 +40,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from functools import cached_property
 from typing import Any
 
 from tablestore import (
@@ -153,10 +154,14 @@ class IncrementalChunk:
     keys: tuple[KeyBound, ...] | None = None
     opened_ms: int = 0
 
+    @cached_property
+    def _key_set(self) -> frozenset[tuple[Any, ...]]:
+        return frozenset(tuple(value for _, value in key) for key in self.keys or ())
+
     def covers(self, key: KeyBound) -> bool:
         """Whether a row key belongs to the chunk (a range chunk's None bounds are open ends)."""
         if self.keys is not None:
-            return key in self.keys
+            return tuple(value for _, value in key) in self._key_set
         begin = self.begin if self.begin is not None else [(name, INF_MIN) for name, _ in key]
         end = self.end if self.end is not None else [(name, INF_MAX) for name, _ in key]
         return key_in_range(key, begin, end)
@@ -273,6 +278,33 @@ class IncrementalSnapshotStore:
         """Every snapshot of the stream (of `table` only, if given), oldest id first."""
         found = [self._snapshot(stream_id, value, columns) for value, columns in self._scan(stream_id, SNAPSHOT_TYPE)]
         return [snapshot for snapshot in found if table is None or snapshot.table == table]
+
+    def snapshots_and_chunks(
+        self, stream_id: str, table: str
+    ) -> tuple[list[IncrementalSnapshot], list[IncrementalChunk]]:
+        """The table's snapshots and the stream's chunks in one range read (what the owners refresh every R, so it
+        costs one request and one round trip): the row types sort IncrementalChunk < IncrementalReport <
+        IncrementalSnapshot, and the reports in between are skipped."""
+        start: Any = [("StreamId", stream_id), ("StatusType", CHUNK_TYPE), ("StatusValue", INF_MIN)]
+        end = [("StreamId", stream_id), ("StatusType", SNAPSHOT_TYPE), ("StatusValue", INF_MAX)]
+        snapshots: list[IncrementalSnapshot] = []
+        chunks: list[IncrementalChunk] = []
+        while start:
+            try:
+                _, start, rows, _ = self._client.get_range(self._table, "FORWARD", start, end, max_version=1)
+            except _STORE_ERRORS as error:
+                raise self._error("read the incremental snapshots and their chunks", error) from None
+            for row in rows:
+                key = dict(row.primary_key)
+                kind, value = key["StatusType"], str(key["StatusValue"])
+                columns = {name: v for name, v, *_ in row.attribute_columns}
+                if kind == SNAPSHOT_TYPE:
+                    snapshot = self._snapshot(stream_id, value, columns)
+                    if snapshot.table == table:
+                        snapshots.append(snapshot)
+                elif kind == CHUNK_TYPE:
+                    chunks.append(self._chunk(stream_id, value, columns))
+        return snapshots, chunks
 
     def claim(self, snapshot: IncrementalSnapshot, exporter_id: str, now_ms: int) -> IncrementalSnapshot:
         """Become `snapshot`'s exporter: a PENDING one becomes RUNNING; a RUNNING / PAUSED one whose exporter is

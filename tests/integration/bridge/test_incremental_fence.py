@@ -8,15 +8,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from pathlib import Path
 
 import pytest
+import yaml
 from tablestore import Condition, Row, RowExistenceExpectation
 
+from cdcbridge.changes import Sequence
 from cdcbridge.config import IncrementalSnapshotSettings, SnapshotConfig
 from cdcbridge.emulator.server import EmulatorServer
+from cdcbridge.harness.processes import BridgeWorkerProcess
 from cdcbridge.harness.stack.stack import StackEndpoints
 from cdcbridge.snapshot.incremental_state import ChunkState, IncrementalChunk, IncrementalSnapshotStore
-from tests.integration.bridge.workers import wait_until
+from tests.integration.bridge.workers import leases, wait_until, write_config
 from tests.integration.bridge_helpers import BridgeThread, bridge_config, create_stream_table, ots_client, read_topic
 
 IGNORE = Condition(RowExistenceExpectation.IGNORE)
@@ -92,3 +96,69 @@ def test_a_worker_holds_in_range_records_after_the_fence_until_the_chunk_is_emit
     finally:
         stop_heartbeat.set()
         worker.close()
+
+
+def test_a_worker_killed_inside_a_chunk_leaves_its_dirty_keys_to_the_next_owner(
+    stack: StackEndpoints, emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    """The dirty keys live in the owner's memory until it reports: its checkpoint stays before the record that made
+    a key dirty, so the owner after a kill -9 reads that record again and reports the key."""
+    ots = ots_client(emulator.url)
+    stream_id = create_stream_table(ots, "killed", [("id", "INTEGER")])
+    config_path = tmp_path / "bridge.yaml"
+    data = write_config(config_path, stack, emulator.url, [{"name": "killed", "formats": ["MUTATE_LOG"],
+                                                           "partitions": 1}])  # fmt: skip
+    data["snapshot"] = {"incremental": {"fence_refresh_seconds": REFRESH, "clock_skew_margin_seconds": MARGIN,
+                                        "exporter_timeout_seconds": 60.0}}  # fmt: skip
+    config_path.write_text(yaml.safe_dump(data))
+    status_table, topic = data["coordination"]["status_table"], f"{data['kafka']['topic_prefix']}.killed.mutation"
+
+    def put(key: int) -> None:
+        ots.put_row("killed", Row([("id", key)], [("v", f"value-{key}")]), IGNORE)
+
+    def seq_of(key: int) -> Sequence:
+        read = read_topic(stack, topic, until=lambda got: any(m.value["pk"][0]["value"] == key for m in got))
+        seq = next(m.value["seq"] for m in read if m.value["pk"][0]["value"] == key)
+        return Sequence(seq["epoch"], seq["timestamp_us"], seq["row_index"])
+
+    first = BridgeWorkerProcess(config_path, "w1", tmp_path / "first.log")
+    second = BridgeWorkerProcess(config_path, "w1", tmp_path / "second.log")
+    stop_heartbeat = threading.Event()
+    try:
+        first.start()
+        put(1)
+        seq_of(1)
+        store = IncrementalSnapshotStore(ots, status_table)
+        snapshot = store.claim(store.request(stream_id, "killed", now_ms=int(time.time() * 1000)), "by-hand",
+                               int(time.time() * 1000))  # fmt: skip
+
+        def heartbeat() -> None:
+            current = snapshot
+            while not stop_heartbeat.wait(0.5):
+                current = store.heartbeat(current, int(time.time() * 1000))
+
+        threading.Thread(target=heartbeat, daemon=True).start()
+        announced = IncrementalChunk(stream_id, snapshot.snapshot_id, 1, _now_us() - int(MARGIN * 1e6), None,
+                                     begin=[("id", 10)])  # fmt: skip
+        store.open_chunk(snapshot, announced)
+        time.sleep(REFRESH + 2 * MARGIN)
+        store.set_fence(announced, _now_us() + 12_000_000, [("id", 20)])  # far enough to kill before the pass
+        put(12)  # dirty
+        put(2)  # outside the range
+        dirty_seq, later_seq = seq_of(12), seq_of(2)
+        time.sleep(2.5)  # the checkpoint pump runs every second: all three records are acknowledged by now
+        (lease,) = leases(ots, status_table, stream_id)
+        assert lease.checkpoint_seq is not None and lease.checkpoint_seq.sequence < dirty_seq < later_seq, (
+            "the checkpoint stays before the dirty record while the shard has not reported"
+        )
+        assert store.read_reports(stream_id, snapshot.snapshot_id, 1) == []
+        first.kill()
+
+        second.start()
+        (report,) = wait_until(lambda: store.read_reports(stream_id, snapshot.snapshot_id, 1), 90,
+                               "the next owner's report", second.log)  # fmt: skip
+        assert report.passed and report.dirty_keys == ([("id", 12)],), "read again, so known to the next owner"
+    finally:
+        stop_heartbeat.set()
+        first.kill()
+        second.stop()

@@ -4,6 +4,8 @@ acknowledged, and produces the held records in order once the chunk is emitted â
 
 from __future__ import annotations
 
+import dataclasses
+
 from cdcbridge.bridge.processor import BridgeContext, BridgeProcessor
 from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
 from cdcbridge.contract import CellOp, MessageFormat
@@ -171,3 +173,13 @@ def test_a_shard_end_that_cannot_report_in_time_fails_instead_of_checkpointing_i
     with pytest.raises(BridgeProcessingError, match="not all its reports on open snapshot chunks were stored"):
         f.processor.shutdown(ShutdownInput(ShutdownReason.SHARD_END, f.checkpointer, 0.3))
     assert f.checkpointer.calls == [], "the end is not checkpointed"
+
+
+def test_a_shard_past_the_end_time_passes_every_open_chunk() -> None:
+    f = Fixture()
+    f.sink.auto = True
+    f.processor._context = dataclasses.replace(f.processor._context, end_time_us=f.fence - 100)
+    f.process([f.rec(12, -500), f.rec(13, -50)])
+    assert f.produced_keys() == [b"[12]"], "13 is after the end time"
+    (report,) = f.reports()
+    assert report.dirty_keys == ([("id", 12)],), "nothing more comes from this shard in this run"

@@ -110,3 +110,28 @@ def test_a_report_merges_with_the_one_an_earlier_owner_of_the_shard_stored() -> 
     mine = {r.shard_id: r for r in store.read_reports(STREAM, snapshot.snapshot_id, 1)}
     assert mine["shard-a"].dirty_keys == ([("id", 1)], [("id", 3)]) and mine["shard-a"].epochs == (2, 3)
     assert mine["shard-a"].holding and mine["shard-b"].dirty_keys == ([("id", 9)],)
+
+
+def test_a_refresh_is_one_range_read_and_a_read_slower_than_the_refresh_gives_no_view(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="cdcbridge.snapshot.fences")
+    store, fences, clock, client = _setup()
+    snapshot = _running(store)
+    store.open_chunk(snapshot, IncrementalChunk(STREAM, snapshot.snapshot_id, 1, 100, None))
+    from cdcbridge.snapshot.incremental_state import IncrementalReport
+
+    store.write_report(IncrementalReport(STREAM, snapshot.snapshot_id, 1, "shard-a", True))  # between the two types
+    before = sum(api == "GetRange" for api, _ in client.requests)
+    assert len(fences.view().chunks) == 1
+    assert sum(api == "GetRange" for api, _ in client.requests) == before + 1
+    real_get_range = client.get_range
+
+    def slow_get_range(*args, **kwargs):  # type: ignore[no-untyped-def]
+        clock.advance(1.0)
+        return real_get_range(*args, **kwargs)
+
+    client.get_range = slow_get_range
+    clock.advance(1.0)
+    assert fences.view() is None, "read in 1 s: as old as the refresh when it arrives"
+    assert "longer than snapshot.incremental.fence_refresh_seconds" in caplog.records[-1].getMessage()
