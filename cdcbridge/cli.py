@@ -142,15 +142,84 @@ def run(config_path: Path, worker_id: str | None, end_time: str | None) -> None:
     run_bridge(config, worker_id, _stop_on_sigterm(), own_process=True)
 
 
-@cli.command("snapshot")
-@_config_option
-def snapshot(config_path: Path) -> None:
-    """Export the configured tables' existing rows; workers then stream from a start taken before the export."""
-    from cdcbridge.snapshot.runner import run_snapshot
+@cli.group("snapshot", invoke_without_command=True)
+@click.option(
+    "--config", "config_path", type=click.Path(path_type=Path), envvar="CDCBRIDGE_CONFIG",
+    help="YAML configuration file (or CDCBRIDGE_CONFIG).",
+)  # fmt: skip
+@click.option("--table", default=None, help="Re-snapshot this table while the workers keep streaming (incremental).")
+@click.option("--from", "begin", default=None, metavar="PK", help="First key (inclusive): NAME=VALUE,... in key order.")
+@click.option("--to", "end", default=None, metavar="PK", help="Last key (exclusive): NAME=VALUE,... in key order.")
+@click.option("--rows-per-second", type=float, default=None, help="Read at most this many rows per second.")
+@click.option("--chunk-rows", type=click.IntRange(1, 5000), default=None, help="Rows per chunk (one window/fence).")
+@click.option("--id", "snapshot_id", default=None, help="Resume this incremental snapshot (see `cdcbridge status`).")
+@click.pass_context
+def snapshot(ctx: click.Context, config_path: Path | None, table: str | None, begin: str | None, end: str | None,
+             rows_per_second: float | None, chunk_rows: int | None, snapshot_id: str | None) -> None:  # fmt: skip
+    """Export the configured tables' existing rows before the workers start (base + incremental), or with --table
+    re-snapshot one table or key range while the workers keep streaming (incremental snapshot; README
+    "Incremental snapshots").
 
+    \b
+    --from/--to take primary-key columns in key order, left-out columns are -inf:
+      --from region=eu --to region=us     every eu row
+      --from region=eu,id=100             from (eu, 100) on
+    INTEGER values as numbers, STRING as written, BINARY as base64.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    if config_path is None:
+        raise click.UsageError("Missing option '--config' (or set CDCBRIDGE_CONFIG).")
+    if table is None and (begin or end or rows_per_second or chunk_rows or snapshot_id):
+        raise click.UsageError("--from, --to, --rows-per-second, --chunk-rows and --id need --table")
     config = _load_config(config_path)
-    for result in run_snapshot(config, _stop_on_sigterm()):
+    if table is None:
+        from cdcbridge.snapshot.runner import run_snapshot
+
+        for result in run_snapshot(config, _stop_on_sigterm()):
+            click.echo(result.line())
+        return
+    from cdcbridge.snapshot.incremental_runner import SnapshotRequest, run_incremental_snapshot
+    from cdcbridge.snapshot.incremental_state import IncrementalState
+
+    request = SnapshotRequest(table, begin, end, rows_per_second, chunk_rows, snapshot_id)
+    result = run_incremental_snapshot(config, request, _stop_on_sigterm())
+    click.echo(result.line())
+    if result.state is not IncrementalState.DONE:
+        sys.exit(1)
+
+
+def _snapshot_state_command(action: str, help_text: str) -> None:
+    @snapshot.command(action, help=help_text)
+    @_config_option
+    @click.option("--table", required=True, help="The table whose incremental snapshot(s) to change.")
+    @click.option("--id", "snapshot_id", default=None, help="Only this snapshot (default: every one it applies to).")
+    def command(config_path: Path, table: str, snapshot_id: str | None) -> None:
+        from cdcbridge.snapshot.incremental_runner import change_snapshot_state
+
+        for line in change_snapshot_state(_load_config(config_path), table, action, snapshot_id):
+            click.echo(line)
+
+
+_snapshot_state_command("pause", "Pause a table's incremental snapshot after its current chunk (holds released).")
+_snapshot_state_command("resume", "Resume a paused incremental snapshot.")
+_snapshot_state_command("cancel", "Cancel a table's incremental snapshot (its open chunk is abandoned).")
+
+
+@snapshot.command("run-pending")
+@_config_option
+def snapshot_run_pending(config_path: Path) -> None:
+    """Run the PENDING incremental snapshots (requests written as signal rows) of the configured tables."""
+    from cdcbridge.snapshot.incremental_runner import run_pending_snapshots
+    from cdcbridge.snapshot.incremental_state import IncrementalState
+
+    results = run_pending_snapshots(_load_config(config_path), _stop_on_sigterm())
+    for result in results:
         click.echo(result.line())
+    if not results:
+        click.echo("no pending incremental snapshots")
+    if any(result.state is not IncrementalState.DONE for result in results):
+        sys.exit(1)
 
 
 #: The configured Tablestore endpoints and the settings that name them, for the one-line error of an unreachable one.

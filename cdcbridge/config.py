@@ -429,6 +429,42 @@ class BridgeSettings(_Section):
         return _require_timezone(value)
 
 
+class IncrementalSnapshotSettings(_Section):
+    """`cdcbridge snapshot --table T`: re-snapshot a table or key range chunk by chunk while the workers stream."""
+
+    chunk_rows: int = Field(1000, ge=1, le=5000, description="rows per chunk (one GetRange window and fence)")
+    rows_per_second: float | None = Field(
+        None, gt=0, description="rows read per second by an incremental snapshot unless its request sets a rate "
+        "(None: unlimited)"
+    )  # fmt: skip
+    clock_skew_margin_seconds: float = Field(
+        1.0, ge=0, description="how far this host's clock may be off Tablestore's commit times and the workers' "
+        "clocks; a chunk's window starts this long before its read and its fence ends this long after"
+    )  # fmt: skip
+    fence_refresh_seconds: float = Field(
+        1.0, gt=0, description="the longest a worker goes without re-reading the open chunks of its tables"
+    )
+    exporter_timeout_seconds: float = Field(
+        15.0, gt=0, description="a snapshot exporter whose heartbeat has not changed for this long is dead: workers "
+        "stop holding records for its chunk and another exporter may take the snapshot over"
+    )  # fmt: skip
+    max_key_retries: int = Field(
+        5, ge=0, description="how often a key that changed while its chunk was open is re-read alone before it is "
+        "listed as skipped (hot) in the snapshot's status"
+    )  # fmt: skip
+
+    @model_validator(mode="after")
+    def _timeout_beyond_refresh(self) -> IncrementalSnapshotSettings:
+        least = self.fence_refresh_seconds + 2 * self.clock_skew_margin_seconds
+        if self.exporter_timeout_seconds <= least:
+            raise ValueError(
+                f"snapshot.incremental.exporter_timeout_seconds ({self.exporter_timeout_seconds}) must exceed "
+                f"fence_refresh_seconds + 2 * clock_skew_margin_seconds ({least}), or a live exporter could be judged "
+                "dead"
+            )
+        return self
+
+
 class SnapshotConfig(_Section):
     """`cdcbridge snapshot`: export the existing rows, then the bridge streams from a start taken before."""
 
@@ -446,6 +482,7 @@ class SnapshotConfig(_Section):
     wait_poll_seconds: float = Field(
         5.0, gt=0, description="how often a starting worker re-checks a table whose snapshot is still running"
     )
+    incremental: IncrementalSnapshotSettings = IncrementalSnapshotSettings()
 
 
 class BridgeConfig(_Section):

@@ -26,6 +26,7 @@ from cdcbridge.bridge.row_lookup import SourceRowReader
 from cdcbridge.bridge.worker_metrics import StatsPump
 from cdcbridge.changes import to_us
 from cdcbridge.config import BridgeConfig, ConfigError
+from cdcbridge.coordination.clock import SystemClock
 from cdcbridge.coordination.leases.tablestore_store import TablestoreLeaseStore
 from cdcbridge.coordination.stream.tablestore_access import TablestoreStreamAccess
 from cdcbridge.coordination.worker import Worker
@@ -42,6 +43,8 @@ from cdcbridge.publish.tables import (
     retry_until_up,
     source_client,
 )
+from cdcbridge.snapshot.fences import SnapshotFences
+from cdcbridge.snapshot.incremental_state import IncrementalSnapshotStore
 from cdcbridge.snapshot.state import SnapshotStateStore
 from cdcbridge.snapshot.stream_start import StreamStartReader, wait_for_snapshots
 from cdcbridge.tablestore.client import StreamClient
@@ -133,7 +136,13 @@ def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) ->
     )
     runtime.sink = sink
     rows = SourceRowReader(ots)
+    incremental = config.snapshot.incremental
+    incremental_store = IncrementalSnapshotStore(ots, config.coordination.status_table)
     for rt in runtime.tables:
+        fences = SnapshotFences(
+            incremental_store, rt.stream_id, rt.table.name, refresh_seconds=incremental.fence_refresh_seconds,
+            exporter_timeout_seconds=incremental.exporter_timeout_seconds, clock=SystemClock(),
+        )  # fmt: skip
         context = BridgeContext(
             table_format=rt.table, table=rt.table.name, instance=source.instance, topic_prefix=prefix,
             serialize=serializers.serialize, sink=sink, read_rows=rows.read_rows,
@@ -142,6 +151,7 @@ def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) ->
             dead_letter_topic=config.kafka.dead_letter_topic, dead_letter_over_bytes=dead_letter_over,
             fast_encoders=fast_encoders(rt, serializers, source.instance),
             columns=source.column_policy(rt.table.name),
+            fences=fences, fence_margin_us=int(incremental.clock_skew_margin_seconds * 1_000_000),
         )  # fmt: skip
         log.info("table %s: %s", rt.table.name, encoding_path(rt.table.formats, context.fast_encoders))
         runtime.workers[rt.table.name] = Worker(

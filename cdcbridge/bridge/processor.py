@@ -10,6 +10,11 @@ message).
 Two bounds in time (cdcbridge.snapshot): records committed before the table's snapshot start are covered by the
 snapshot, so they are checkpointed as handled without a message; records committed after `bridge.end_time` are
 neither produced nor checkpointed, so a later run without an end time continues exactly there.
+
+While an incremental snapshot of the table has a chunk open (cdcbridge.snapshot.incremental_state), the shard's
+records go through a backlog: cdcbridge.bridge.chunk_watch marks the chunk's dirty keys, says when the shard passed
+the chunk's fence (the report is sent once everything before that is acknowledged) and holds a record of a key in the
+chunk committed after the fence, with every record after it, until the chunk is emitted.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,14 +30,16 @@ from datetime import UTC, datetime
 from functools import partial
 
 from cdcbridge.bridge.acks import AckPage, AckTracker, ConfirmedPosition
+from cdcbridge.bridge.chunk_watch import ShardChunkWatch
 from cdcbridge.bridge.row_lookup import CurrentRow
-from cdcbridge.changes import ChangeRecord, Value
+from cdcbridge.changes import ChangeRecord, Sequence, Value
 from cdcbridge.contract import (
     DEAD_LETTER_REASON_HEADER,
     REDACTED_COLUMNS_HEADER,
     TOMBSTONE_SEQ_KEY_HEADER,
     MessageFormat,
 )
+from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
 from cdcbridge.coordination.errors import CheckpointError, LeaseLostError, LeaseStoreUnavailableError
 from cdcbridge.coordination.processor import (
     InitializationInput,
@@ -49,8 +57,13 @@ from cdcbridge.formats.table_messages import needs_row_lookup
 from cdcbridge.kafka.errors import KafkaSideError, MessageTooLargeError
 from cdcbridge.kafka.sink import Delivery, MessageSink
 from cdcbridge.publish.record_encoder import FastEncoder, RecordEncodeError, RecordEncoder
+from cdcbridge.snapshot.errors import SnapshotStateError
+from cdcbridge.snapshot.fences import SnapshotFences
 
 log = logging.getLogger(__name__)
+
+#: Past this many held records a shard waits (up to the fence refresh) for the hold to end before it reads on.
+MAX_HELD_RECORDS = 20_000
 
 #: Reads current rows of a table for update lookup: (table, primary keys) → rows in the same order.
 RowReader = Callable[[str, list[list[tuple[str, Value]]]], list[CurrentRow | None]]
@@ -94,6 +107,10 @@ class BridgeContext:
     #: The table's column selection and masking (`source.tables[].columns`), applied to every record and read-back
     #: row before either encoder sees it; None: every column as it is (and no cost).
     columns: ColumnPolicy | None = None
+    #: The table's incremental snapshots as this worker sees them; None: the table's records are never held.
+    fences: SnapshotFences | None = None
+    #: `snapshot.incremental.clock_skew_margin_seconds` in µs: an empty read passes a fence this long after it.
+    fence_margin_us: int = 1_000_000
 
 
 class BridgeProcessor(RecordProcessor):
@@ -124,21 +141,109 @@ class BridgeProcessor(RecordProcessor):
         self._past_end_time = False
         #: Refused oversize messages waiting for the pump to send their dead-letter references.
         self._dead_letters: deque[tuple[AckPage, int, MessageTooLargeError]] = deque()
+        #: The shard's part in the table's incremental snapshots (None without `context.fences`).
+        self._watch: ShardChunkWatch | None = None
+        #: Records handed to this processor and not produced yet (held behind a chunk's fence), in shard order.
+        self._backlog: list[ChangeRecord] = []
+        self._resume_point: ExtendedSequence | None = None
+        self._report_lock = threading.Lock()
 
     # ----------------------------------------------------------------------------------- RecordProcessor
     def initialize(self, initialization: InitializationInput) -> None:
         self._shard_id = initialization.shard_id
         if self._context.stream_start is not None:
             self._start_us = self._context.stream_start()
+        if self._context.fences is not None:
+            self._watch = ShardChunkWatch(self._context.table, self._shard_id, self._context.fence_margin_us)
         self._pump = threading.Thread(target=self._pump_checkpoints, name=f"ckpt-{self._shard_id}", daemon=True)
         self._pump.start()
 
     def process_records(self, records: ProcessRecordsInput) -> None:
         self._raise_if_failed()
         self._checkpointer = records.checkpointer
-        if self._past_end_time:
+        if self._past_end_time and not self._backlog:
+            self._pass_everything_after_end_time()
             return  # later records are later still: nothing more is produced or checkpointed for this shard
-        batch = self._within_end_time(records.records)
+        batch = [] if self._past_end_time else self._within_end_time(records.records)
+        if self._watch is None:
+            self._produce(batch, records)
+            return
+        if records.resume_point is not None:
+            self._resume_point = records.resume_point
+        self._backlog.extend(batch)
+        self._release_held()
+        self._wait_while_backlog_full()
+        self._pass_everything_after_end_time()
+        self._send_reports()
+
+    def on_idle(self) -> None:
+        """Caught up: every fence older than now - m is passed (only with nothing held: a held record may be
+        followed by records up to a later fence), held records are retried, due reports sent."""
+        self._raise_if_failed()
+        fences, watch = self._context.fences, self._watch
+        if fences is None or watch is None:
+            return
+        if self._backlog:
+            self._release_held()
+        if not self._backlog:
+            watch.idle(fences.view(), int(fences.clock.wall() * 1_000_000))
+        self._pass_everything_after_end_time()
+        self._send_reports()
+
+    def _pass_everything_after_end_time(self) -> None:
+        """Past `bridge.end_time` with nothing held, this shard produces nothing more in this run: every open chunk
+        is passed (the records it leaves are produced by a later run, after any snapshot image)."""
+        fences, watch = self._context.fences, self._watch
+        if fences is None or watch is None or not self._past_end_time or self._backlog:
+            return
+        watch.admit([], fences.view())  # follow the open chunks
+        watch.shard_ended()
+        self._send_reports()
+
+    @property
+    def holding(self) -> str | None:
+        """What the shard waits for while it holds records back (for status and tests)."""
+        return self._watch.holding if self._watch is not None and self._backlog else None
+
+    def _release_held(self) -> None:
+        """Produce the head of the backlog that no open chunk holds back."""
+        fences, watch, checkpointer = self._context.fences, self._watch, self._checkpointer
+        if fences is None or watch is None or checkpointer is None:
+            return
+        count = watch.admit(self._backlog, fences.view())
+        if count:
+            released, self._backlog = self._backlog[:count], self._backlog[count:]
+            self._produce(released, ProcessRecordsInput(released, checkpointer, self._resume_point))
+
+    def _wait_while_backlog_full(self) -> None:
+        """Bound the memory a long hold takes: past MAX_HELD_RECORDS, wait up to one fence refresh for the hold to
+        end before the next read."""
+        if len(self._backlog) <= MAX_HELD_RECORDS:
+            return
+        deadline = time.monotonic() + 1.0
+        while self._backlog and len(self._backlog) > MAX_HELD_RECORDS and time.monotonic() < deadline:
+            time.sleep(0.05)
+            self._release_held()
+            self._send_reports()
+
+    def _send_reports(self) -> None:
+        """Store the reports on chunks this shard passed with everything before acknowledged (any thread)."""
+        fences, watch = self._context.fences, self._watch
+        if fences is None or watch is None or not watch.unreported():
+            return  # nothing passed and unreported: no need to work out the acknowledged prefix
+        with self._report_lock:
+            for report in watch.reports_due(self._tracker.confirmed(), int(fences.clock.wall() * 1000)):
+                try:
+                    fences.report(report)
+                except SnapshotStateError as error:
+                    log.warning("shard %s of table %s: report on chunk %d of incremental snapshot %s not stored "
+                                "yet, retrying: %s", self._shard_id, self._context.table, report.chunk,
+                                report.snapshot_id, error)  # fmt: skip
+                    return
+                watch.reported(report)
+
+    def _produce(self, batch: list[ChangeRecord], records: ProcessRecordsInput) -> None:
+        """Encode and produce `batch` (the next records of the shard) as one acknowledgement page."""
         columns = self._context.columns
         if columns is not None:
             batch = columns.apply_all(batch)
@@ -238,10 +343,14 @@ class BridgeProcessor(RecordProcessor):
             if shutdown.reason is ShutdownReason.LEASE_LOST:
                 return  # a checkpoint would be refused; in-flight acks no longer matter to this owner
             if shutdown.reason is ShutdownReason.SHARD_END:
+                timeout = shutdown.timeout_seconds
+                deadline = None if timeout is None else time.monotonic() + timeout
+                self._drain_backlog(deadline)
                 # Children may start only after every message of this shard is acknowledged.
                 while not self._tracker.wait_all_acked(1.0):
                     self._raise_if_failed()
                 self._raise_if_failed()
+                self._report_shard_end(deadline)
                 # Past the end time, records after it were handed out but not produced: no SHARD_END over them, and
                 # the shard stays unfinished (its lease held, nothing re-read) until the worker stops.
                 self._write_checkpoint(final=not self._past_end_time)
@@ -259,6 +368,39 @@ class BridgeProcessor(RecordProcessor):
                          self._shard_id, self._context.table, self._skipped)  # fmt: skip
 
     # ----------------------------------------------------------------------------------- internals
+    def _drain_backlog(self, deadline: float | None) -> None:
+        """At the shard's end: wait for the hold to end and produce what it held (a hold ends when its chunk is
+        emitted or abandoned, or its exporter is dead)."""
+        while self._backlog:
+            self._raise_if_failed()
+            self._release_held()
+            self._send_reports()
+            if self._backlog:
+                self._give_up_at(deadline, "its held records were released")
+                time.sleep(0.05)
+
+    def _report_shard_end(self, deadline: float | None) -> None:
+        """Report on every open chunk before the end is checkpointed: once finished, the shard is not waited for."""
+        fences, watch = self._context.fences, self._watch
+        if fences is None or watch is None:
+            return
+        watch.shard_ended()
+        while True:
+            watch.admit([], fences.view())  # forget chunks closed meanwhile
+            self._send_reports()
+            if not watch.unreported():
+                return
+            self._give_up_at(deadline, "its reports on open snapshot chunks were stored")
+            time.sleep(0.1)
+
+    def _give_up_at(self, deadline: float | None, what: str) -> None:
+        """Past the shutdown's time: fail, so the end is not checkpointed and the shard is read again."""
+        if deadline is not None and time.monotonic() >= deadline:
+            raise BridgeProcessingError(
+                f"shard {self._shard_id} of table {self._context.table} ended, but not all {what} in time; it "
+                "restarts from its checkpoint"
+            )
+
     def _within_end_time(self, records: list[ChangeRecord]) -> list[ChangeRecord]:
         """The records up to the end time; from the first one after it on, this shard produces nothing more."""
         end_us = self._context.end_time_us
@@ -397,6 +539,7 @@ class BridgeProcessor(RecordProcessor):
                 return  # this incarnation is over; coordination tells the processor through shutdown
             except LeaseStoreUnavailableError as error:
                 log.warning("checkpoint of shard %s deferred, status table unreachable: %s", self._shard_id, error)
+            self._send_reports()
 
     def _write_checkpoint(self, *, final: bool) -> None:
         """Checkpoint the acknowledged prefix; `final` (shard end) checkpoints everything handed out."""
@@ -408,7 +551,21 @@ class BridgeProcessor(RecordProcessor):
                 checkpointer.checkpoint()
                 return
             position = self._tracker.confirmed()
+            if position is not None and self._watch is not None:
+                capped, cap = self._watch.checkpoint_cap()
+                if capped:
+                    if cap is None:
+                        return
+                    if position.sequence > cap:
+                        position = ConfirmedPosition(cap, None)
             if position is None or position == self._last_written:
                 return
+            if self._last_written is not None and _order(position) < _order(self._last_written):
+                return  # a cap below what is stored already: never move the checkpoint back
             checkpointer.checkpoint(position.sequence, position.sub_sequence)
             self._last_written = position
+
+
+def _order(position: ConfirmedPosition) -> tuple[Sequence, float]:
+    """Positions in shard order: a whole record after any part of it."""
+    return position.sequence, float("inf") if position.sub_sequence is None else position.sub_sequence

@@ -4,9 +4,11 @@ Per shard: owner, stealer, checkpoint, parents, how long ago the lease was last 
 its LeaseCounter cell, which every lease write bumps) and the lag: records after the checkpoint and the age of the
 oldest of them, also as the share of the stream's expiration used (RETAIN; TRIMMED once records after the
 checkpoint were trimmed). Per topic: the partition count recorded at creation and the count Kafka reports now.
-Per table with a snapshot: its state, stream start and progress. With an end time (`bridge.end_time`, or passed
-in): per shard the commit time reached against it and whether it passed (cdcbridge.bridge.end_time), like
-DescribeTunnel's progress.
+Per table with a snapshot: its state, stream start and progress. Per incremental snapshot (re-snapshots while the
+workers stream): its range, state, rows, chunks, rate, exporter heartbeat, the open chunk and the shards that
+passed its fence (they hold the chunk's newer records until it is emitted), and the hot keys it skipped.
+With an end time (`bridge.end_time`, or passed in): per shard the commit time reached against it and whether it
+passed (cdcbridge.bridge.end_time), like DescribeTunnel's progress.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from cdcbridge.coordination.leases.lease import (
 from cdcbridge.coordination.leases.tablestore_store import TablestoreLeaseStore, lease_renew_times
 from cdcbridge.publish.tables import source_client
 from cdcbridge.publish.topic_record import TopicPartitionRecord
+from cdcbridge.snapshot.incremental_state import ChunkState, IncrementalSnapshotStore
+from cdcbridge.snapshot.key_bounds import describe_bound
 from cdcbridge.snapshot.state import SnapshotStateStore
 from cdcbridge.tablestore.client import StreamClient
 from cdcbridge.tablestore.errors import StreamError, TrimmedDataError
@@ -77,10 +81,32 @@ class SnapshotStatus:
 
 
 @dataclass
+class IncrementalSnapshotStatus:
+    table: str
+    snapshot_id: str
+    state: str
+    range: str
+    rows: int
+    chunks: int
+    rows_per_second: float | None
+    requested_by: str
+    exporter: str
+    heartbeat_seconds_ago: float | None
+    #: "chunk 12 OPEN (fenced)" while a chunk is open, else "".
+    open_chunk: str = ""
+    #: Shards that hold records of the open chunk's keys committed after its fence, until it is emitted.
+    held_shards: list[str] = field(default_factory=list)
+    pending_keys: int = 0
+    skipped_keys: list[str] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass
 class ClusterStatus:
     shards: list[ShardStatus] = field(default_factory=list)
     topics: list[TopicStatus] = field(default_factory=list)
     snapshots: list[SnapshotStatus] = field(default_factory=list)
+    incremental: list[IncrementalSnapshotStatus] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     end_time: str | None = None
 
@@ -138,6 +164,32 @@ def snapshot_status(store: SnapshotStateStore, stream_id: str, table: str) -> Sn
     )  # fmt: skip
 
 
+def incremental_status(store: IncrementalSnapshotStore, stream_id: str, table: str, now_ms: float
+                       ) -> list[IncrementalSnapshotStatus]:  # fmt: skip
+    """Every incremental snapshot of the table (finished ones too: they show what was skipped), oldest first."""
+    found = []
+    for snap in store.list_snapshots(stream_id, table):
+        begin = describe_bound(snap.begin) if snap.begin is not None else "start"
+        end = describe_bound(snap.end) if snap.end is not None else "end"
+        chunk = store.read_chunk(stream_id, snap.snapshot_id) if snap.exporter_id else None
+        open_chunk, held = "", []
+        if chunk is not None and chunk.state is ChunkState.OPEN:
+            open_chunk = f"chunk {chunk.number} OPEN ({'announced' if chunk.fence_us is None else 'fenced'})"
+            reports = store.read_reports(stream_id, snap.snapshot_id, chunk.number)
+            passed = sum(1 for report in reports if report.passed)
+            open_chunk += f", {passed} shard(s) past its fence"
+            held = sorted(report.shard_id for report in reports if report.holding)
+        found.append(IncrementalSnapshotStatus(
+            table=table, snapshot_id=snap.snapshot_id, state=snap.state.value, range=f"[{begin}, {end})",
+            rows=snap.rows, chunks=snap.chunks, rows_per_second=snap.rows_per_second,
+            requested_by=snap.requested_by.value, exporter=snap.exporter_id,
+            heartbeat_seconds_ago=round(max(0.0, now_ms - snap.heartbeat_ms) / 1000, 1) if snap.exporter_id else None,
+            open_chunk=open_chunk, held_shards=held, pending_keys=len(snap.pending_keys),
+            skipped_keys=[describe_bound(key) for key in snap.skipped_keys], error=snap.error,
+        ))  # fmt: skip
+    return found
+
+
 def collect_status(config: BridgeConfig, *, with_lag: bool = True, end_time: datetime | None = None) -> ClusterStatus:
     """`end_time` defaults to `bridge.end_time`; with one, each shard's progress towards it is read too."""
     source = config.source
@@ -150,6 +202,7 @@ def collect_status(config: BridgeConfig, *, with_lag: bool = True, end_time: dat
     end_us = to_us(end_time) if end_time is not None else None
     status.end_time = format_time_us(end_us) if end_us is not None else None
     snapshots = SnapshotStateStore(client, config.coordination.status_table)
+    incremental = IncrementalSnapshotStore(client, config.coordination.status_table)
     actual_counts: dict[str, int] = {}
     try:
         from cdcbridge.kafka.topics import TopicAdmin
@@ -174,6 +227,7 @@ def collect_status(config: BridgeConfig, *, with_lag: bool = True, end_time: dat
         snapshot = snapshot_status(snapshots, stream_id, table.name)
         if snapshot is not None:
             status.snapshots.append(snapshot)
+        status.incremental += incremental_status(incremental, stream_id, table.name, now_ms)
         expiration_s = _expiration_seconds(streams, stream_id, table.name, status)
         renewed = lease_renew_times(client, config.coordination.status_table, stream_id)
         leases = store.list_leases(stream_id)
@@ -252,6 +306,26 @@ def render_text(status: ClusterStatus) -> str:
         for snap in status.snapshots:
             ranges = f"{snap.ranges_done}/{snap.ranges if snap.ranges is not None else '?'}"
             lines.append(f"{snap.table:<14} {snap.state:<8} {snap.stream_start:<30} {ranges:>9} {snap.rows:>12,}")
+    if status.incremental:
+        lines.append("")
+        lines.append(f"{'INCREMENTAL SNAPSHOT':<26} {'TABLE':<14} {'STATE':<9} {'ROWS':>10} {'CHUNKS':>7} {'RATE':>8}"
+                     "  RANGE / EXPORTER")  # fmt: skip
+        for inc in status.incremental:
+            rate = "-" if inc.rows_per_second is None else f"{inc.rows_per_second:,.0f}/s"
+            exporter = (f"exporter {inc.exporter} ({inc.heartbeat_seconds_ago:.1f}s ago)" if inc.exporter
+                        else f"requested by {inc.requested_by}, no exporter yet")  # fmt: skip
+            lines.append(f"{inc.snapshot_id:<26} {inc.table:<14} {inc.state:<9} {inc.rows:>10,} {inc.chunks:>7} "
+                         f"{rate:>8}  {inc.range} {exporter}")  # fmt: skip
+            if inc.open_chunk:
+                held = ", ".join(inc.held_shards) or "none"
+                lines.append(f"{'':<26} {inc.open_chunk}; shards holding records after it: {held}")
+            if inc.pending_keys:
+                lines.append(f"{'':<26} {inc.pending_keys} changed key(s) to re-read")
+            if inc.skipped_keys:
+                lines.append(f"{'':<26} skipped hot keys: {', '.join(inc.skipped_keys[:10])}"
+                             + (" ..." if len(inc.skipped_keys) > 10 else ""))  # fmt: skip
+            if inc.error:
+                lines.append(f"{'':<26} error: {inc.error}")
     if status.end_time is not None:
         passed = sum(1 for shard in status.shards if shard.passed_end_time)
         lines.append("")

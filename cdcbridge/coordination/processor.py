@@ -130,6 +130,10 @@ class RecordProcessor(ABC):
     def process_records(self, records: ProcessRecordsInput) -> None:
         """Handle one batch (in shard order). Raising restarts the shard from its stored checkpoint."""
 
+    def on_idle(self) -> None:  # noqa: B027 - optional hook
+        """Called after a read that returned no records (the shard is caught up), on the processing thread: a
+        processor that waits for time to pass (not for records) can act here. Raising restarts the shard."""
+
     def shutdown(self, shutdown: ShutdownInput) -> None:  # noqa: B027 - optional hook
         """Last call. Checkpoint here for SHARD_END / STOLEN / REQUESTED; never for LEASE_LOST."""
 

@@ -182,13 +182,7 @@ class RangeExporter:
             produce(topic, key, value, on_ack, headers)
 
     def _record(self, row: Any) -> ChangeRecord:
-        primary_key = [(name, _plain(value)) for name, value in row.primary_key]
-        cells = [Cell(name, CellOp.PUT, _plain(value), timestamp) for name, value, timestamp in row.attribute_columns]
-        record = ChangeRecord(
-            self._publisher.table, RecordAction.PUT, primary_key, cells, self._sequence, SNAPSHOT_SHARD_ID
-        )
-        columns = self._publisher.columns
-        return record if columns is None else columns.apply(record)
+        return snapshot_record(self._publisher, row, self._sequence)
 
     def _save_confirmed(self, acks: RangeAcks, progress: RangeProgress) -> RangeProgress:
         confirmed = acks.confirmed()
@@ -208,6 +202,15 @@ class RangeExporter:
                 f"table {self._publisher.table} range {progress.index}: {acks.failure}; run the snapshot again to "
                 "resume"
             ) from acks.failure
+
+
+def snapshot_record(publisher: Publisher, row: Any, sequence: Sequence) -> ChangeRecord:
+    """A row read with GetRange / GetRow as a full-row PUT record of the table, column policy applied."""
+    primary_key = [(name, _plain(value)) for name, value in row.primary_key]
+    cells = [Cell(name, CellOp.PUT, _plain(value), timestamp) for name, value, timestamp in row.attribute_columns]
+    record = ChangeRecord(publisher.table, RecordAction.PUT, primary_key, cells, sequence, SNAPSHOT_SHARD_ID)
+    columns = publisher.columns
+    return record if columns is None else columns.apply(record)
 
 
 def _plain(value: Any) -> Any:

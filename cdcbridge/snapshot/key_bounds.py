@@ -75,3 +75,28 @@ def describe_bound(bound: KeyBound) -> str:
     """Short human form for logs: ``(eu, 42)``, ``(-inf, -inf)``."""
     shown = ["-inf" if v is INF_MIN else "+inf" if v is INF_MAX else repr(v) for _, v in bound]
     return "(" + ", ".join(shown) + ")"
+
+
+def _compare_value(value: Any, bound: Any) -> int:
+    if bound is INF_MIN:
+        return 1
+    if bound is INF_MAX:
+        return -1
+    if value == bound:
+        return 0
+    return -1 if value < bound else 1
+
+
+def compare_key(key: KeyBound, bound: KeyBound) -> int:
+    """-1, 0 or 1 as `key` sorts before, at or after `bound` in Tablestore's row order (column by column; integers
+    numerically, strings by code point = UTF-8 bytes, binaries bytewise; a sentinel decides at its column)."""
+    for (_, value), (_, limit) in zip(key, bound, strict=True):
+        order = _compare_value(value, limit)
+        if order:
+            return order
+    return 0
+
+
+def key_in_range(key: KeyBound, begin: KeyBound, end: KeyBound) -> bool:
+    """Whether `begin` <= `key` < `end` (a GetRange's half-open range)."""
+    return compare_key(key, begin) >= 0 and compare_key(key, end) < 0

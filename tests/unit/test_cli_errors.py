@@ -110,3 +110,21 @@ def test_secret_named_spark_and_kafka_settings_are_registered_with_the_configs_s
     found = cli._secrets_of(config)
     assert {"kafka-pass-0", "opt-pass-1", "s3a-secret-3", "tok-2"} <= set(found)
     assert "1g" not in found
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["snapshot"], "Missing option '--config'"),
+        (["snapshot", "--config", "x.yaml", "--from", "id=1"], "need --table"),
+        (["snapshot", "pause", "--config", "x.yaml"], "Missing option '--table'"),
+    ],
+)
+def test_snapshot_options_are_checked_before_anything_is_read(
+    argv: list[str], message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("CDCBRIDGE_CONFIG", raising=False)
+    monkeypatch.setattr(sys, "argv", ["cdcbridge", *argv])
+    with pytest.raises(SystemExit) as exited:
+        cli.main()
+    assert exited.value.code == 2 and message in capsys.readouterr().err

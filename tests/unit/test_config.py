@@ -161,3 +161,12 @@ def test_with_spark_replaces_only_apply_spark() -> None:
     resolved = config.with_spark(config.apply.spark.model_copy(update={"jars_dir": Path("/jars")}))
     assert resolved.apply.spark.jars_dir == Path("/jars") and resolved.apply.target is ApplyTarget.POSTGRES
     assert config.apply.spark.jars_dir is None
+
+
+def test_incremental_snapshot_settings_have_defaults_and_a_timeout_beyond_the_refresh() -> None:
+    incremental = parse_config(MINIMAL, environ={}).snapshot.incremental
+    assert (incremental.chunk_rows, incremental.rows_per_second, incremental.max_key_retries) == (1000, None, 5)
+    assert (incremental.fence_refresh_seconds, incremental.exporter_timeout_seconds) == (1.0, 15.0)
+    data = {**MINIMAL, "snapshot": {"incremental": {"exporter_timeout_seconds": 2.5, "fence_refresh_seconds": 1}}}
+    with pytest.raises(ConfigError, match=r"exporter_timeout_seconds \(2.5\) must exceed .* \(3.0\)"):
+        parse_config(data, environ={})

@@ -203,6 +203,11 @@ class ProcessTask:
         if batch.next_iterator is None:
             return TaskOutcome(shutdown=ShutdownReason.SHARD_END)
         if not batch.records:
+            try:
+                inc.processor.on_idle()
+            except Exception:
+                log.exception("shard %s: on_idle failed; restarting from the stored checkpoint", ctx.shard_id)
+                return TaskOutcome(shutdown=ShutdownReason.FAILED)
             return TaskOutcome(retry_after=ctx.settings.idle_fetch_interval_seconds)
         return TaskOutcome()
 

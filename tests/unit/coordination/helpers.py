@@ -96,6 +96,14 @@ class RecordingProcessor(RecordProcessor):
         self.fail_process = False
         self.shutdown_reasons: list[ShutdownReason] = []
         self.checkpoint_errors: list[Exception] = []
+        #: How often an empty read called on_idle; with `fail_idle` on_idle raises.
+        self.idle_calls = 0
+        self.fail_idle = False
+
+    def on_idle(self) -> None:
+        self.idle_calls += 1
+        if self.fail_idle:
+            raise RuntimeError("injected on_idle failure")
 
     def initialize(self, initialization: InitializationInput) -> None:
         self.shard_id = initialization.shard_id
