@@ -58,8 +58,13 @@ def write_chaos_config(work_dir: Path, endpoints: StackEndpoints, registry_url: 
             # on_trimmed: continue, so the stream_trim fault is measured ("lost by trim") rather than halting shards;
             # it becomes `resnapshot` once incremental snapshots exist (issue #31).
             "tables": [
-                {"name": TABLE, "formats": ["RECORD_IMAGE", "MUTATE_LOG"], "partitions": PARTITIONS, "tombstones": True,
-                 "on_trimmed": "continue"}
+                {
+                    "name": TABLE,
+                    "formats": ["RECORD_IMAGE", "MUTATE_LOG"],
+                    "partitions": PARTITIONS,
+                    "tombstones": True,
+                    "on_trimmed": "continue",
+                }
             ],
         },
         "coordination": {"status_table": f"chaos_status_{uuid.uuid4().hex[:8]}", **COORDINATION},

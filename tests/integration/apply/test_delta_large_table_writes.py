@@ -45,9 +45,10 @@ def test_a_mixed_batch_into_a_large_table_appends_its_new_rows_and_merges_only_i
     metrics = paths.last_commit()["operationMetrics"]
     assert (int(metrics["numTargetRowsUpdated"]), int(metrics["numTargetRowsInserted"])) == (8, 0)
     assert len(paths.rows(paths.target)) == 40  # Paths.rows reads the keys 0-39; the new ones are compared too:
-    assert paths.target.read_rows(TABLE, _keys(range(40, 50))).keys() == paths.reference.read_rows(
-        TABLE, _keys(range(40, 50))
-    ).keys()
+    assert (
+        paths.target.read_rows(TABLE, _keys(range(40, 50))).keys()
+        == paths.reference.read_rows(TABLE, _keys(range(40, 50))).keys()
+    )
 
 
 def test_a_batch_cut_short_after_its_append_writes_the_stored_rows_when_run_again(spark, tmp_path):

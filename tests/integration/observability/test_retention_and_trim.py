@@ -113,6 +113,7 @@ def test_stop_halts_continue_counts_and_the_stalled_share_rises(
         # The halted shard is stalled at its checkpoint: its share of retention used rises, the caught-up one is 0.
         ratio = _total(samples, "cdcbridge_shard_retention_used_ratio", table=STOP_TABLE)
         assert ratio > 0
+
         def stop_ratio() -> float:
             return _total(_samples(url), "cdcbridge_shard_retention_used_ratio", table=STOP_TABLE)
 
