@@ -166,23 +166,12 @@ class RangeExporter:
         self, acks: RangeAcks, rows: list[Any], next_key: KeyBound | None, progress: RangeProgress
     ) -> None:
         publisher = self._publisher
-        messages: list[tuple[bytes, EncodedMessage]] = []
-        for row in rows:
-            record = self._record(row)
-            try:
-                encoded = self._encoder.encode(record)
-            except RecordEncodeError as error:
-                raise SnapshotExportError(f"{error} (range {progress.index})") from error
-            key = record_key(record)
-            messages += [(key, message) for message in encoded]
+        messages = encode_snapshot_rows(self._encoder, publisher, rows, self._sequence, f"range {progress.index}")
         page = acks.add_page(next_key, len(rows), len(messages))
         on_ack = partial(acks.ack, page)
         produce, headers = publisher.sink.produce, publisher.headers()
         for key, (topic, _, value) in messages:
             produce(topic, key, value, on_ack, headers)
-
-    def _record(self, row: Any) -> ChangeRecord:
-        return snapshot_record(self._publisher, row, self._sequence)
 
     def _save_confirmed(self, acks: RangeAcks, progress: RangeProgress) -> RangeProgress:
         confirmed = acks.confirmed()
@@ -202,6 +191,22 @@ class RangeExporter:
                 f"table {self._publisher.table} range {progress.index}: {acks.failure}; run the snapshot again to "
                 "resume"
             ) from acks.failure
+
+
+def encode_snapshot_rows(
+    encoder: RecordEncoder, publisher: Publisher, rows: list[Any], sequence: Sequence, where: str
+) -> list[tuple[bytes, EncodedMessage]]:
+    """Each row's messages with its Kafka key; a row the encoder refuses raises, naming `where` it was read."""
+    messages: list[tuple[bytes, EncodedMessage]] = []
+    for row in rows:
+        record = snapshot_record(publisher, row, sequence)
+        try:
+            encoded = encoder.encode(record)
+        except RecordEncodeError as error:
+            raise SnapshotExportError(f"{error} ({where})") from error
+        key = record_key(record)
+        messages += [(key, message) for message in encoded]
+    return messages
 
 
 def snapshot_record(publisher: Publisher, row: Any, sequence: Sequence) -> ChangeRecord:

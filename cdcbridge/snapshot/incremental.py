@@ -36,10 +36,8 @@ from tablestore import INF_MAX, INF_MIN, OTSClientError, OTSServiceError
 from urllib3.exceptions import HTTPError
 
 from cdcbridge.changes import Sequence
-from cdcbridge.formats.keys import record_key
-from cdcbridge.publish.record_encoder import RecordEncodeError
 from cdcbridge.snapshot.errors import SnapshotError, SnapshotExportError
-from cdcbridge.snapshot.export import Publisher, snapshot_record
+from cdcbridge.snapshot.export import Publisher, encode_snapshot_rows
 from cdcbridge.snapshot.incremental_state import (
     ChunkState,
     ExporterReplacedError,
@@ -478,15 +476,8 @@ class IncrementalExporter:
 
     def _produce(self, snapshot: IncrementalSnapshot, rows: list[Any], sequence: Sequence) -> None:
         publisher = self._publisher
-        messages: list[tuple[bytes, Any]] = []
-        for row in rows:
-            record = snapshot_record(publisher, row, sequence)
-            try:
-                encoded = self._encoder.encode(record)
-            except RecordEncodeError as error:
-                raise SnapshotExportError(f"{error} (incremental snapshot {snapshot.snapshot_id})") from error
-            key = record_key(record)
-            messages += [(key, message) for message in encoded]
+        where = f"incremental snapshot {snapshot.snapshot_id}"
+        messages = encode_snapshot_rows(self._encoder, publisher, rows, sequence, where)
         deliveries = self._deliveries = _Deliveries()
         produce, headers = publisher.sink.produce, publisher.headers()
         deadline = self._settings.delivery_seconds + min(5.0, self._settings.delivery_seconds)
