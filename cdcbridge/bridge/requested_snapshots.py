@@ -15,21 +15,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Protocol
 
 from cdcbridge.snapshot.errors import SnapshotConflictError, SnapshotError
 from cdcbridge.snapshot.incremental_state import IncrementalSnapshot, IncrementalState
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A snapshot a worker may claim: PENDING (never claimed) or RUNNING under a dead exporter."""
-
-    table: str
-    snapshot: IncrementalSnapshot
 
 
 def runnable(snapshots: Iterable[IncrementalSnapshot], *, now_ms: int, timeout_ms: float) -> list[IncrementalSnapshot]:
