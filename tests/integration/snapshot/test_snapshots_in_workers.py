@@ -90,3 +90,47 @@ def test_a_signal_row_is_run_by_a_worker_and_taken_over_after_a_kill(
     assert_last_images_are_the_source(images, source)
     assert_seq_never_regresses(images)
     assert_seq_never_regresses(all_messages(stack, f"{prefix}.{TABLE}.mutation"))
+
+
+def test_a_worker_stopped_with_sigterm_releases_its_snapshot_and_another_takes_it_over_at_once(
+    stack: StackEndpoints, emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    """The exporter timeout is long (30 s): a takeover well before it shows the stopped worker released the claim
+    (its heartbeat cleared) instead of leaving it to die."""
+    table = "released"
+    ots = ots_client(emulator.url)
+    stream_id = create_stream_table(ots, table, [("region", "STRING"), ("id", "INTEGER")])
+    prefill(ots, table, 300)
+    config_path = tmp_path / "cdcbridge.yaml"
+    data = write_config(config_path, stack, emulator.url,
+                        [{"name": table, "formats": ["RECORD_IMAGE"], "partitions": 2}])  # fmt: skip
+    data["snapshot"] = {"incremental": {**INCREMENTAL, "chunk_rows": 30, "exporter_timeout_seconds": 30.0,
+                                        "run_in_workers": True, "worker_poll_seconds": 1.0}}  # fmt: skip
+    config_path.write_text(yaml.safe_dump(data))
+    config = parse_config(data, environ={})
+    store = IncrementalSnapshotStore(ots, config.coordination.status_table)
+    workers = {name: BridgeWorkerProcess(config_path, name, tmp_path / f"{name}.log", cwd=CHECKOUT).start()
+               for name in ("w1", "w2")}  # fmt: skip
+    try:
+        wait_until(lambda: caught_up(config, ots), 90, "the workers to stream the table")
+        signal_key = [("StreamId", stream_id), ("StatusType", "IncrementalSnapshot"), ("StatusValue", "ask-2")]
+        ots.put_row(config.coordination.status_table, Row(signal_key, [("Table", table), ("State", "PENDING")]),
+                    Condition(RowExistenceExpectation.EXPECT_NOT_EXIST))  # fmt: skip
+        wait_until(lambda: store.read(stream_id, "ask-2").chunks >= 2, 90, "two chunks run by a worker")
+        runner = store.read(stream_id, "ask-2").exporter_id.rsplit("-", 1)[0]
+        survivor = next(name for name in workers if name != runner)
+        assert workers[runner].stop() == 0, workers[runner].log()[-4000:]
+        stopped_at = time.monotonic()
+        assert "released at the worker's stop" in workers[runner].log()
+        taken = wait_until(lambda: (s := store.read(stream_id, "ask-2")).exporter_id.startswith(survivor) and s, 60,
+                           "the other worker to take the released snapshot over")  # fmt: skip
+        assert time.monotonic() - stopped_at < 15, "taken over only after the exporter timeout: not released"
+        assert taken.state is IncrementalState.RUNNING
+        done = wait_until(lambda: (s := store.read(stream_id, "ask-2")).state is IncrementalState.DONE and s, 180,
+                          "the snapshot to finish on the other worker")  # fmt: skip
+        assert done.rows >= 300 - 30 and done.range_done
+    finally:
+        for worker in workers.values():
+            worker.stop()
+    images = all_messages(stack, f"{config.kafka.topic_prefix}.{table}.image")
+    assert_last_images_are_the_source(images, source_rows(ots, table))
