@@ -631,7 +631,7 @@ def apply(config_path: Path, once: bool) -> None:
 
 
 @cli.command("chaos")
-@click.option("--cycles", default=55, show_default=True, help="Fault cycles (11 kinds: 55 = 5 of each).")
+@click.option("--cycles", default=60, show_default=True, help="Fault cycles (12 kinds: 60 = 5 of each).")
 @click.option("--duration", type=float, default=None, help="Stop injecting faults after this many seconds.")
 @click.option("--workers", default=2, show_default=True, help="Bridge worker processes.")
 @click.option("--seed", default=1, show_default=True, help="Seeds the fault plan, every injector and the load.")

@@ -45,7 +45,8 @@ class OnTrimmed(StrEnum):
     STOP = "stop"
     #: Resume from the oldest retained record; the loss is logged as an ERROR and counted (a metric).
     CONTINUE = "continue"
-    #: Re-snapshot the shard's key range by itself: needs incremental snapshots (issue #31 part 1), not built yet.
+    #: Request an incremental snapshot of the table (the stream API does not tell a shard's key range), then resume
+    #: from the oldest retained record; the workers run the snapshot, so nothing is lost.
     RESNAPSHOT = "resnapshot"
 
 
@@ -54,25 +55,15 @@ class TableConfig(BridgeTableFormat):
 
     name: str = Field(min_length=1, description="Tablestore table name")
     partitions: int = Field(6, ge=1, le=10_000, description="partitions of the table's topics when created")
-    #: `stop` by default until `resnapshot` exists: losing records must never be silent, and `continue` would
-    #: produce the records after the gap as if nothing were missing.
+    #: `resnapshot` by default: the target converges to the source with nothing lost; `continue` would produce the
+    #: records after the gap as if nothing were missing, `stop` halts the shard until a person repairs it.
     on_trimmed: OnTrimmed = Field(
-        OnTrimmed.STOP, description="on records trimmed before they were read: stop (halt the shard) or continue"
-    )
+        OnTrimmed.RESNAPSHOT, description="on records trimmed before they were read: resnapshot (request an "
+        "incremental snapshot of the table and continue), stop (halt the shard) or continue (accept the loss)"
+    )  # fmt: skip
     columns: ColumnSettings | None = Field(
         None, description="column selection and masking, applied before anything reaches Kafka (keys below)"
     )
-
-    @field_validator("on_trimmed")
-    @classmethod
-    def _resnapshot_not_built(cls, value: OnTrimmed) -> OnTrimmed:
-        if value is OnTrimmed.RESNAPSHOT:
-            raise ValueError(
-                "on_trimmed: resnapshot needs incremental snapshots, which this version does not have yet; use "
-                "`stop` (halt the shard, then re-export the table with `cdcbridge snapshot` and restart) or "
-                "`continue` (resume after the gap, the loss logged and counted)"
-            )
-        return value
 
 
 class SourceConfig(_Section):
@@ -452,6 +443,13 @@ class IncrementalSnapshotSettings(_Section):
         5, ge=0, description="how often a key that changed while its chunk was open is re-read alone before it is "
         "listed as skipped (hot) in the snapshot's status"
     )  # fmt: skip
+    run_in_workers: bool = Field(
+        True, description="bridge workers run the requested snapshots of their tables (signal rows, trims) and take "
+        "over those whose exporter died; false when you run exporters yourself (`cdcbridge snapshot run-pending`)"
+    )  # fmt: skip
+    worker_poll_seconds: float = Field(
+        5.0, gt=0, description="how often a worker looks for requested snapshots and dead exporters (run_in_workers)"
+    )
 
     @model_validator(mode="after")
     def _timeout_beyond_refresh(self) -> IncrementalSnapshotSettings:

@@ -22,7 +22,9 @@ from cdcbridge.bridge.gc_tuning import tune_for_throughput
 from cdcbridge.bridge.on_trimmed import TableTrimPolicy
 from cdcbridge.bridge.partition_watch import PartitionWatch
 from cdcbridge.bridge.processor import BridgeContext, BridgeProcessor
+from cdcbridge.bridge.requested_snapshots import RequestedSnapshotRunner
 from cdcbridge.bridge.row_lookup import SourceRowReader
+from cdcbridge.bridge.trim_repair import TrimRepair
 from cdcbridge.bridge.worker_metrics import StatsPump
 from cdcbridge.changes import to_us
 from cdcbridge.config import BridgeConfig, ConfigError
@@ -44,6 +46,7 @@ from cdcbridge.publish.tables import (
     source_client,
 )
 from cdcbridge.snapshot.fences import SnapshotFences
+from cdcbridge.snapshot.incremental_runner import WorkerSnapshotRun
 from cdcbridge.snapshot.incremental_state import IncrementalSnapshotStore
 from cdcbridge.snapshot.state import SnapshotStateStore
 from cdcbridge.snapshot.stream_start import StreamStartReader, wait_for_snapshots
@@ -158,12 +161,30 @@ def start_bridge(config: BridgeConfig, worker_id: str, stop: threading.Event) ->
             worker_id=worker_id, stream_id=rt.stream_id, store=store,
             stream=TablestoreStreamAccess(streams, rt.table.name),
             processor_factory=lambda context=context: BridgeProcessor(context), settings=config.coordination,
-            trim_policy=TableTrimPolicy(rt.table.name, rt.table.on_trimmed, worker_id, context.stream_start),
+            trim_policy=TableTrimPolicy(
+                rt.table.name, rt.table.on_trimmed, worker_id, context.stream_start,
+                TrimRepair(incremental_store, rt.stream_id, rt.table.name).request,
+                workers_run_snapshots=incremental.run_in_workers,
+            ),
         )  # fmt: skip
     runtime.expiration_seconds = stream_expirations(streams, runtime.tables)
     if config.bridge.end_time is not None:
         watch_end_time(streams, store.list_leases, table_streams, config.bridge, stop)
     return runtime
+
+
+def start_snapshot_runner(
+    config: BridgeConfig, worker_id: str, tables: list[str], stop: threading.Event
+) -> RequestedSnapshotRunner | None:
+    """With `snapshot.incremental.run_in_workers`, the worker runs its tables' requested snapshots (signal rows,
+    trims) and takes over those whose exporter died (cdcbridge.bridge.requested_snapshots)."""
+    settings = config.snapshot.incremental
+    if not settings.run_in_workers:
+        return None
+    return RequestedSnapshotRunner(
+        tables, lambda table: WorkerSnapshotRun(config, table, worker_id, stop), stop,
+        poll_seconds=settings.worker_poll_seconds, timeout_seconds=settings.exporter_timeout_seconds,
+    ).start()  # fmt: skip
 
 
 def run_bridge(
@@ -225,6 +246,7 @@ def run_bridge(
     ).start()
     for thread in threads:
         thread.start()
+    snapshots = start_snapshot_runner(config, worker_id, [rt.table.name for rt in runtime.tables], stop)
     try:
         while any(t.is_alive() for t in threads):
             for thread in threads:
@@ -233,6 +255,8 @@ def run_bridge(
         stop.set()
         for thread in threads:
             thread.join()
+        if snapshots is not None:
+            snapshots.join(60)  # the exporter stops between chunks (or abandons the open one) and clears its heartbeat
         partitions.stop()
         pump.stop()
         if server is not None:

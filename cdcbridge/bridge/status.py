@@ -243,8 +243,10 @@ def collect_status(config: BridgeConfig, *, with_lag: bool = True, end_time: dat
                     status.errors.append(
                         f"shard {lease.shard_id} of table {table.name}: records after its checkpoint were trimmed by "
                         f"the stream's retention; with on_trimmed: {table.on_trimmed} it "
-                        + ("halts: stop the workers, run `cdcbridge snapshot`, start them again"
-                           if table.on_trimmed == "stop" else "continues after the gap (the loss is counted)")
+                        + {"stop": "halts: stop the workers, run `cdcbridge snapshot`, start them again",
+                           "resnapshot": "requests an incremental snapshot of the table that repairs the loss and "
+                           "continues after the gap"}.get(table.on_trimmed,
+                                                          "continues after the gap (the loss is counted)")
                     )  # fmt: skip
                 except StreamError as error:
                     status.errors.append(f"lag of shard {lease.shard_id}: {error}")

@@ -1,10 +1,11 @@
 """What a shard consumer does when its read position was trimmed by the stream's retention.
 
 Coordination only detects the trim and obeys a decision; what to decide is the application's (the bridge decides
-per table from `source.tables[].on_trimmed`). Today there are two answers: CONTINUE (resume from the oldest retained
+per table from `source.tables[].on_trimmed`). There are two answers: CONTINUE (resume from the oldest retained
 record, the loss counted and logged) and STOP (the shard halts at its checkpoint, reads nothing and writes nothing,
-so no record after the gap is produced as if nothing were missing). A third, re-snapshotting the shard's key range,
-needs incremental snapshots (issue #31 part 1) and will be a third decision here.
+so no record after the gap is produced as if nothing were missing). Re-snapshotting is the application's CONTINUE
+after it requested the snapshot that repairs the loss (cdcbridge.bridge.on_trimmed); coordination needs no third
+answer for it.
 """
 
 from __future__ import annotations

@@ -174,6 +174,26 @@ class IncrementalSnapshotRun:
                 log.warning("%d incremental snapshot messages were unacknowledged at exit", remaining)
 
 
+class WorkerSnapshotRun:
+    """One table's snapshot machinery as a bridge worker's runner of requested snapshots uses it
+    (cdcbridge.bridge.requested_snapshots): list, claim under the worker's name, export with its own producer."""
+
+    def __init__(self, config: BridgeConfig, table: str, worker_id: str, stop: threading.Event) -> None:
+        self._run = IncrementalSnapshotRun(config, table, stop)
+        self._table = table
+        self._worker_id = worker_id
+
+    def list_snapshots(self) -> list[IncrementalSnapshot]:
+        return self._run.store.list_snapshots(self._run.stream_id, self._table)
+
+    def claim(self, snapshot: IncrementalSnapshot) -> IncrementalSnapshot:
+        exporter_id = f"{self._worker_id}-{new_exporter_id()[:8]}"
+        return self._run.store.claim(snapshot, exporter_id, int(time.time() * 1000))
+
+    def export(self, snapshot: IncrementalSnapshot) -> IncrementalResult:
+        return self._run.export(snapshot, SnapshotRequest(self._table, snapshot_id=snapshot.snapshot_id))
+
+
 def run_incremental_snapshot(config: BridgeConfig, request: SnapshotRequest, stop: threading.Event | None = None,
                              *, progress_file: IO[str] | None = None) -> IncrementalResult:  # fmt: skip
     """`cdcbridge snapshot --table T`: claim and run the table's snapshot in the foreground until it ends."""

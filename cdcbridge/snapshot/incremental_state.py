@@ -252,11 +252,13 @@ class IncrementalSnapshotStore:
         end: KeyBound | None = None,
         requested_by: RequestedBy = RequestedBy.CLI,
         rows_per_second: float | None = None,
+        snapshot_id: str | None = None,
     ) -> IncrementalSnapshot:
-        """Store a PENDING snapshot of [begin, end) of `table` (a new id); an exporter claims it."""
+        """Store a PENDING snapshot of [begin, end) of `table` (a new id unless `snapshot_id` is given: then the
+        request is idempotent, SnapshotConflictError if that id exists); an exporter claims it."""
         snapshot = IncrementalSnapshot(
-            stream_id, new_snapshot_id(now_ms), table, IncrementalState.PENDING, begin, end, requested_by,
-            rows_per_second, created_ms=now_ms, updated_ms=now_ms,
+            stream_id, snapshot_id or new_snapshot_id(now_ms), table, IncrementalState.PENDING, begin, end,
+            requested_by, rows_per_second, created_ms=now_ms, updated_ms=now_ms,
         )  # fmt: skip
         columns: list[tuple[str, Any]] = [
             ("Table", table), ("State", snapshot.state.value), ("RequestedBy", requested_by.value),

@@ -9,9 +9,9 @@ def _tables(**table: object) -> dict:
     return {"source": {"tables": [{"name": "t", **table}]}}
 
 
-def test_on_trimmed_defaults_to_stop_and_retention_shares_to_half_and_four_fifths() -> None:
+def test_on_trimmed_defaults_to_resnapshot_and_retention_shares_to_half_and_four_fifths() -> None:
     config = parse_config(_tables(), environ={})
-    assert config.source.tables[0].on_trimmed is OnTrimmed.STOP
+    assert config.source.tables[0].on_trimmed is OnTrimmed.RESNAPSHOT
     assert (config.observability.retention_warning_share, config.observability.retention_error_share) == (0.5, 0.8)
 
 
@@ -19,12 +19,12 @@ def test_on_trimmed_continue_is_accepted() -> None:
     assert parse_config(_tables(on_trimmed="continue"), environ={}).source.tables[0].on_trimmed is OnTrimmed.CONTINUE
 
 
-def test_on_trimmed_resnapshot_is_refused_with_what_to_use_instead() -> None:
-    with pytest.raises(ConfigError) as error:
-        parse_config(_tables(on_trimmed="resnapshot"), environ={})
-    message = str(error.value)
-    assert "source.tables.0.on_trimmed" in message and "needs incremental snapshots" in message
-    assert "`stop`" in message and "`continue`" in message
+def test_on_trimmed_stop_and_continue_are_accepted_and_workers_run_snapshots_by_default() -> None:
+    assert parse_config(_tables(on_trimmed="stop"), environ={}).source.tables[0].on_trimmed is OnTrimmed.STOP
+    config = parse_config(_tables(), environ={})
+    assert config.snapshot.incremental.run_in_workers is True
+    off = parse_config({**_tables(), "snapshot": {"incremental": {"run_in_workers": False}}}, environ={})
+    assert off.snapshot.incremental.run_in_workers is False
 
 
 def test_an_unknown_on_trimmed_value_names_the_choices() -> None:

@@ -55,15 +55,15 @@ def write_chaos_config(work_dir: Path, endpoints: StackEndpoints, registry_url: 
             "instance": INSTANCE,
             "access_key_id": ACCESS_KEY_ID,
             "access_key_secret": ACCESS_KEY_SECRET,
-            # on_trimmed: continue, so the stream_trim fault is measured ("lost by trim") rather than halting shards;
-            # it becomes `resnapshot` once incremental snapshots exist (issue #31).
+            # on_trimmed: resnapshot (the default): a trim of unread records would be repaired by an incremental
+            # snapshot the workers request and run, so "lost by trim" must be 0.
             "tables": [
                 {
                     "name": TABLE,
                     "formats": ["RECORD_IMAGE", "MUTATE_LOG"],
                     "partitions": PARTITIONS,
                     "tombstones": True,
-                    "on_trimmed": "continue",
+                    "on_trimmed": "resnapshot",
                 }
             ],
         },
@@ -81,6 +81,16 @@ def write_chaos_config(work_dir: Path, endpoints: StackEndpoints, registry_url: 
             "prefer_format": "MUTATE_LOG",
         },
         "observability": {"log_level": "INFO"},
+        # Small chunks and short timings, so the incremental_snapshot fault has several chunks over the chaos
+        # table's rows and a killed exporter is taken over within seconds.
+        "snapshot": {
+            "incremental": {
+                "chunk_rows": 50,
+                "fence_refresh_seconds": 0.5,
+                "clock_skew_margin_seconds": 0.2,
+                "exporter_timeout_seconds": 6.0,
+            }
+        },
     }
     path = work_dir / "cdcbridge.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))

@@ -8,10 +8,15 @@ from that moment. All choices (victim, shard, durations, fault parameters) come 
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from tablestore import Condition, Row, RowExistenceExpectation
 
 from cdcbridge.harness.chaos.environment import ChaosEnvironment
 from cdcbridge.harness.chaos.errors import ChaosError
@@ -19,9 +24,12 @@ from cdcbridge.harness.chaos.schedule import FaultKind
 from cdcbridge.harness.chaos.workers import WorkerSlot
 from cdcbridge.harness.emulator_admin import EmulatorAdminError
 from cdcbridge.harness.stack.kafka import restart_kafka
+from cdcbridge.snapshot.incremental_state import IncrementalSnapshot, IncrementalSnapshotStore, IncrementalState
 
 #: The write APIs of the Tablestore protocol (the load's and the lease store's).
 WRITE_APIS = ("PutRow", "UpdateRow", "DeleteRow", "BatchWriteRow")
+#: How long an incremental snapshot of the chaos table may take (its chunks wait for every shard's owner).
+SNAPSHOT_TIMEOUT_SECONDS = 240.0
 #: How long a registry outage waits for the restarted worker to try the registry (it starts in a few seconds).
 REGISTRY_MEET_TIMEOUT_SECONDS = 60.0
 
@@ -206,6 +214,99 @@ def trim_stream(env: ChaosEnvironment, rng: random.Random, timings: FaultTimings
     return Injection(detail, time.time())
 
 
+def incremental_snapshot(env: ChaosEnvironment, rng: random.Random, timings: FaultTimings) -> Injection:
+    """An incremental snapshot of the chaos table while the load and the workers go on: by `cdcbridge snapshot`
+    (a process; sometimes killed -9 part-way and run again with its id, or taken over by a worker), or by a signal
+    row the workers pick up. Over once the snapshot is DONE; the end-of-run checks judge what it sent."""
+    store = IncrementalSnapshotStore(env.ots, env.config.coordination.status_table)
+    how = rng.choice(("cli", "cli killed -9 and run again", "signal row"))
+    started = time.monotonic()
+    if how == "signal row":
+        snapshot_id = f"chaos-{uuid.uuid4().hex[:8]}"
+        env.ots.put_row(env.config.coordination.status_table, Row(
+            [("StreamId", env.stream_id), ("StatusType", "IncrementalSnapshot"), ("StatusValue", snapshot_id)],
+            [("Table", env.table), ("State", IncrementalState.PENDING.value)],
+        ), Condition(RowExistenceExpectation.EXPECT_NOT_EXIST))  # fmt: skip
+        done = _wait_snapshot(store, env, snapshot_id)
+    else:
+        known = {s.snapshot_id for s in store.list_snapshots(env.stream_id, env.table)}
+        first = _snapshot_process(env, "--table", env.table)
+        if how == "cli":
+            first.wait(SNAPSHOT_TIMEOUT_SECONDS)
+            snapshot_id = _newest_snapshot(store, env, known)
+        else:
+            snapshot_id = _wait_for_chunks(store, env, known, first, wanted=rng.randint(1, 2))
+            if first.poll() is None:
+                first.kill()
+                first.wait(30)
+                how += f" (killed after {time.monotonic() - started:.1f}s)"
+            _run_again(store, env, snapshot_id)
+        done = _wait_snapshot(store, env, snapshot_id)
+    finished_by = done.exporter_id.rsplit("-", 1)[0]
+    detail = (f"incremental snapshot {snapshot_id} by {how}: {done.state.value}, {done.rows} rows in {done.chunks} "
+              f"chunks, {time.monotonic() - started:.1f}s, finished by {finished_by}")  # fmt: skip
+    return Injection(detail, time.time())
+
+
+def _snapshot_process(env: ChaosEnvironment, *args: str) -> subprocess.Popen[bytes]:
+    logs = env.work_dir / "snapshots"
+    logs.mkdir(exist_ok=True)
+    argv = [sys.executable, "-m", "cdcbridge", "snapshot", *args, "--config", str(env.config_path)]
+    with (logs / "exporters.log").open("ab") as log:
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def _newest_snapshot(store: IncrementalSnapshotStore, env: ChaosEnvironment, known: set[str]) -> str:
+    """The id of the snapshot the exporter process ran: a new one, else the unfinished one it picked up."""
+    snapshots = store.list_snapshots(env.stream_id, env.table)
+    new = [s.snapshot_id for s in snapshots if s.snapshot_id not in known]
+    if new:
+        return new[-1]
+    unfinished = [s.snapshot_id for s in snapshots if not s.state.finished]
+    if unfinished:  # it was refused: another exporter (a worker) runs the table's snapshot
+        return unfinished[-1]
+    raise ChaosError(f"the snapshot process made no snapshot; see {env.work_dir / 'snapshots' / 'exporters.log'}")
+
+
+def _wait_for_chunks(store: IncrementalSnapshotStore, env: ChaosEnvironment, known: set[str],
+                     process: subprocess.Popen[bytes], wanted: int) -> str:  # fmt: skip
+    deadline = time.monotonic() + SNAPSHOT_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return _newest_snapshot(store, env, known)
+        snapshots = [s for s in store.list_snapshots(env.stream_id, env.table) if s.snapshot_id not in known]
+        if snapshots and snapshots[-1].chunks >= wanted:
+            return snapshots[-1].snapshot_id
+        time.sleep(0.2)
+    raise ChaosError(f"the snapshot process emitted no chunk in {SNAPSHOT_TIMEOUT_SECONDS:.0f}s")
+
+
+def _run_again(store: IncrementalSnapshotStore, env: ChaosEnvironment, snapshot_id: str) -> None:
+    """Run the killed snapshot again with its id until it ends; refused while the dead exporter's heartbeat is
+    young, and done already if a worker took it over meanwhile."""
+    deadline = time.monotonic() + SNAPSHOT_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        current = store.read(env.stream_id, snapshot_id)
+        if current is not None and current.state.finished:
+            return
+        again = _snapshot_process(env, "--table", env.table, "--id", snapshot_id)
+        if again.wait(SNAPSHOT_TIMEOUT_SECONDS) == 0:
+            return
+        time.sleep(2.0)
+
+
+def _wait_snapshot(store: IncrementalSnapshotStore, env: ChaosEnvironment, snapshot_id: str) -> IncrementalSnapshot:
+    deadline = time.monotonic() + SNAPSHOT_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        current = store.read(env.stream_id, snapshot_id)
+        if current is not None and current.state.finished:
+            if current.state is not IncrementalState.DONE:
+                raise ChaosError(f"incremental snapshot {snapshot_id} ended {current.state.value}: {current.error}")
+            return current
+        time.sleep(0.5)
+    raise ChaosError(f"incremental snapshot {snapshot_id} did not finish in {SNAPSHOT_TIMEOUT_SECONDS:.0f}s")
+
+
 INJECTORS: dict[FaultKind, Injector] = {
     FaultKind.WORKER_KILL: kill_worker,
     FaultKind.WORKER_ZOMBIE: freeze_worker,
@@ -218,4 +319,5 @@ INJECTORS: dict[FaultKind, Injector] = {
     FaultKind.EMULATOR_THROTTLING: emulator_throttling,
     FaultKind.AMBIGUOUS_WRITES: ambiguous_writes,
     FaultKind.STREAM_TRIM: trim_stream,
+    FaultKind.INCREMENTAL_SNAPSHOT: incremental_snapshot,
 }

@@ -58,6 +58,9 @@ class ChaosReport:
     lost_by_trim: int = 0
     lost_examples: list[str] = field(default_factory=list)
     unexplained_messages: int = 0
+    #: Messages incremental snapshots sent (no stream record explains them; order and final state cover them).
+    snapshot_messages: int = 0
+    image_snapshot_messages: int = 0
     keys: int = 0
     order_violations: int = 0
     order_violation_examples: list[str] = field(default_factory=list)
@@ -215,6 +218,7 @@ class ChaosReport:
             f"over {self.keys} keys",
             f"lost                   {self.lost} (by trim before being read: {self.lost_by_trim}); "
             f"unexplained messages {self.unexplained_messages}",
+            f"incremental snapshots  {self.snapshot_messages} mutation / {self.image_snapshot_messages} image messages",
             f"order violations       {self.order_violations} (keys in several partitions: "
             f"{self.keys_in_several_partitions})",
             f"target vs source       {self.rows_target}/{self.rows_source} rows, {self.target_mismatches} mismatches, "

@@ -330,6 +330,7 @@ def _check(env: ChaosEnvironment, report: ChaosReport, spark: Any, catch_up_time
     report.lost, report.lost_by_trim = delivery.lost, delivery.lost_by_trim
     report.lost_examples = [f"{c.key.decode()} {c.shard_id} {c.sequence}" for c in delivery.missing[:10]]
     report.unexplained_messages = delivery.unexplained_messages
+    report.snapshot_messages = delivery.snapshot_messages
     report.order_violations = len(order.violations)
     report.order_violation_examples = [v.describe() for v in order.violations[:10]]
     report.keys_in_several_partitions = len(order.split_keys)
@@ -364,6 +365,7 @@ def _check_images(
     report.images_lost, report.images_lost_by_trim = delivery.lost, delivery.lost_by_trim
     report.images_lost_examples = [f"{c.key.decode()} {c.shard_id} {c.sequence}" for c in delivery.missing[:10]]
     report.image_unexplained_messages = delivery.unexplained_messages
+    report.image_snapshot_messages = delivery.snapshot_messages
     report.image_order_violations = len(order.violations)
     report.image_order_violation_examples = [v.describe() for v in order.violations[:10]]
     report.image_keys_in_several_partitions = len(order.split_keys)

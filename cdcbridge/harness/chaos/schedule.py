@@ -23,6 +23,7 @@ class FaultKind(StrEnum):
     EMULATOR_THROTTLING = "emulator_throttling"
     AMBIGUOUS_WRITES = "ambiguous_writes"  # writes applied, then the connection drops without an answer
     STREAM_TRIM = "stream_trim"  # stream data older than every checkpoint is trimmed
+    INCREMENTAL_SNAPSHOT = "incremental_snapshot"  # the CLI (sometimes killed -9 and re-run) or a signal row
 
 
 ALL_KINDS: tuple[FaultKind, ...] = tuple(FaultKind)

@@ -20,6 +20,7 @@ from cdcbridge.contract import TOMBSTONE_SEQ_KEY_HEADER, MessageFormat
 from cdcbridge.formats.schemas import parsed_schema
 from cdcbridge.harness.chaos.checks import ImageMessage, KafkaMessage
 from cdcbridge.harness.chaos.errors import ChaosError
+from cdcbridge.snapshot.export import SNAPSHOT_SHARD_ID as SNAPSHOT_SHARD
 
 _FRAMING = 5  # magic byte + schema id
 
@@ -32,7 +33,8 @@ def read_mutation_topic(bootstrap: str, topic: str, *, timeout: float = 300.0) -
 
     def item(msg: Message) -> KafkaMessage:
         value = _decoded(msg, schema, topic)
-        return KafkaMessage(msg.partition(), msg.offset(), msg.key(), value["seq"]["seq_key"])
+        return KafkaMessage(msg.partition(), msg.offset(), msg.key(), value["seq"]["seq_key"],
+                            value["source"]["shard_id"] == SNAPSHOT_SHARD)  # fmt: skip
 
     return _read_topic(bootstrap, topic, item, timeout)
 
@@ -52,6 +54,7 @@ def read_image_topic(bootstrap: str, topic: str, *, timeout: float = 300.0) -> l
         return ImageMessage(
             msg.partition(), msg.offset(), msg.key(), value["seq"]["seq_key"], row_deleted=value["row_deleted"],
             partial=value["partial"], columns={name: cell["value"] for name, cell in value["columns"].items()},
+            snapshot=value["source"]["shard_id"] == SNAPSHOT_SHARD,
         )  # fmt: skip
 
     return _read_topic(bootstrap, topic, item, timeout)

@@ -39,7 +39,7 @@ def test_a_worker_holds_in_range_records_after_the_fence_until_the_chunk_is_emit
     stream_id = create_stream_table(ots, "fenced", [("id", "INTEGER")])
     config = bridge_config(stack, emulator.url, [{"name": "fenced", "formats": ["MUTATE_LOG"], "partitions": 1}])
     incremental = IncrementalSnapshotSettings(fence_refresh_seconds=REFRESH, clock_skew_margin_seconds=MARGIN,
-                                              exporter_timeout_seconds=30.0)  # fmt: skip
+                                              exporter_timeout_seconds=30.0, run_in_workers=False)  # fmt: skip
     config = config.model_copy(update={"snapshot": SnapshotConfig(incremental=incremental)})
     topic = f"{config.kafka.topic_prefix}.fenced.mutation"
 
@@ -109,7 +109,7 @@ def test_a_worker_killed_inside_a_chunk_leaves_its_dirty_keys_to_the_next_owner(
     data = write_config(config_path, stack, emulator.url, [{"name": "killed", "formats": ["MUTATE_LOG"],
                                                            "partitions": 1}])  # fmt: skip
     data["snapshot"] = {"incremental": {"fence_refresh_seconds": REFRESH, "clock_skew_margin_seconds": MARGIN,
-                                        "exporter_timeout_seconds": 60.0}}  # fmt: skip
+                                        "exporter_timeout_seconds": 60.0, "run_in_workers": False}}  # fmt: skip
     config_path.write_text(yaml.safe_dump(data))
     status_table, topic = data["coordination"]["status_table"], f"{data['kafka']['topic_prefix']}.killed.mutation"
 

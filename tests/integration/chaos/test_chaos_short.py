@@ -36,6 +36,8 @@ def test_every_fault_kind_once_loses_nothing_keeps_order_and_target_and_last_ima
     assert report.stream_records > 0 and report.records_trimmed > 0, summary
     assert (report.lost, report.lost_by_trim, report.unexplained_messages) == (0, 0, 0), summary
     assert report.messages >= report.expected_messages, summary
+    # The incremental_snapshot fault sent the table's rows again while the stream went on.
+    assert report.snapshot_messages > 0 and report.image_snapshot_messages > 0, summary
     assert (report.order_violations, report.keys_in_several_partitions) == (0, 0), summary
     assert report.rows_source > 0 and report.rows_target == report.rows_source, summary
     assert (report.target_mismatches, report.counter_mismatches) == (0, 0), summary

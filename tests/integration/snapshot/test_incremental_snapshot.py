@@ -39,7 +39,8 @@ from .traffic import Writer, prefill, source_rows, wait_until
 TABLE = "ledger"
 PREFILLED = 600
 INCREMENTAL = {"chunk_rows": 100, "clock_skew_margin_seconds": 0.2, "fence_refresh_seconds": 0.5,
-               "exporter_timeout_seconds": 4.0, "max_key_retries": 8}  # fmt: skip
+               "exporter_timeout_seconds": 4.0, "max_key_retries": 8,
+               "run_in_workers": False}  # these tests run the exporter as a process themselves  # fmt: skip
 
 
 def exporter_process(config_path: Path, log_path: Path, *args: str) -> subprocess.Popen[bytes]:

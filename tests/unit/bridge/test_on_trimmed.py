@@ -11,7 +11,7 @@ from cdcbridge.changes import Sequence
 from cdcbridge.config import OnTrimmed
 from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
 from cdcbridge.coordination.trim_policy import TrimDecision, TrimmedRead
-from cdcbridge.snapshot.errors import SnapshotInProgressError
+from cdcbridge.snapshot.errors import SnapshotInProgressError, SnapshotStateError
 
 CHECKPOINT_US = 1_700_000_000_000_000
 TRIMMED = TrimmedRead("stream-1", "shard-7", ExtendedSequence(Sequence(1, CHECKPOINT_US, 3)))
@@ -59,6 +59,41 @@ def test_a_halted_shard_asking_again_logs_the_first_and_every_tenth_time(caplog:
     assert len([r for r in caplog.records if r.name == "cdcbridge.bridge.on_trimmed"]) == 3  # 1st, 10th, 20th
 
 
-def test_resnapshot_is_never_pretended() -> None:
-    with pytest.raises(ValueError, match="needs incremental snapshots"):
+def test_resnapshot_needs_a_way_to_request_snapshots() -> None:
+    with pytest.raises(ValueError, match="needs a way to request snapshots"):
         _policy(OnTrimmed.RESNAPSHOT)
+
+
+def _resnapshot(request_repair) -> TableTrimPolicy:  # type: ignore[no-untyped-def]
+    return TableTrimPolicy("orders", OnTrimmed.RESNAPSHOT, "worker-a", lambda: None, request_repair)
+
+
+def test_resnapshot_requests_a_repair_and_continues_loudly(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.ERROR)
+    asked: list[TrimmedRead] = []
+
+    def request(trimmed: TrimmedRead) -> tuple[str, bool]:
+        asked.append(trimmed)
+        return "0000000000042-trim-abc", True
+
+    assert _resnapshot(request).decide(TRIMMED) is TrimDecision.CONTINUE
+    assert asked == [TRIMMED]
+    [record] = [r for r in caplog.records if r.name == "cdcbridge.bridge.on_trimmed"]
+    message = record.getMessage()
+    assert record.levelname == "ERROR" and "repaired by incremental snapshot 0000000000042-trim-abc" in message
+    assert "shard shard-7 of table orders (owner worker-a)" in message
+    assert "records after 1:1700000000000000:3" in message and "whole table" in message
+
+
+def test_resnapshot_halts_and_asks_again_while_the_request_cannot_be_written() -> None:
+    answers: list[object] = [SnapshotStateError("status table down"), ("id-1", True)]
+
+    def request(trimmed: TrimmedRead) -> tuple[str, bool]:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer  # type: ignore[return-value]
+
+    policy = _resnapshot(request)
+    assert policy.decide(TRIMMED) is TrimDecision.STOP
+    assert policy.decide(TRIMMED) is TrimDecision.CONTINUE

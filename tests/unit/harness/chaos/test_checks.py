@@ -124,3 +124,16 @@ def test_any_interleaving_of_in_order_deliveries_with_replayed_suffixes_passes(
     result = check_key_order(messages_of(*merged))
     assert result.violations == []
     assert result.duplicates == len(merged) - sum(lengths)
+
+
+def test_incremental_snapshot_messages_explain_nothing_and_are_not_unexplained_but_keep_key_order() -> None:
+    record = change(KEY_A, 10)
+    snapshot_put = KafkaMessage(0, 1, KEY_A, Sequence(1, 20, 0).key(0), snapshot=True)
+    result = check_delivery([record], [*messages_of(record), snapshot_put])
+    assert (result.lost, result.unexplained_messages, result.snapshot_messages) == (0, 0, 1)
+    # A snapshot message does not stand in for a stream record's message...
+    alone = check_delivery([record], [KafkaMessage(0, 0, KEY_A, record.seq_keys[0], snapshot=True)])
+    assert alone.lost == 1
+    # ...and it is in the per-key order: a snapshot PUT before an older stream message is a violation.
+    stale = [snapshot_put, KafkaMessage(0, 2, KEY_A, record.seq_keys[0])]
+    assert len(check_key_order(stale).violations) == 1
