@@ -57,7 +57,7 @@ class TableTrimPolicy:
                 "after that checkpoint holds their changes; continuing from the oldest retained record",
                 self._table, trimmed.shard_id,
             )  # fmt: skip
-            return TrimDecision.CONTINUE
+            return TrimDecision.CONTINUE_REPAIRED
         stops = self._stops[trimmed.shard_id] = self._stops.get(trimmed.shard_id, 0) + 1
         if stops == 1 or stops % 10 == 0:  # the halted shard asks again every retry: log the first and every tenth
             log.error("%s", self.stop_message(trimmed))
@@ -91,7 +91,7 @@ class TableTrimPolicy:
             snapshot_id, trimmed.shard_id, self._table, self._worker_id, trimmed.lost_range(), since, snapshot_id,
             "requested now" if requested else "already requested", runs,
         )  # fmt: skip
-        return TrimDecision.CONTINUE
+        return TrimDecision.CONTINUE_REPAIRED
 
     def _covered_by_snapshot(self, trimmed: TrimmedRead) -> bool:
         try:

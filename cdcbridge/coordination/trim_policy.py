@@ -1,11 +1,11 @@
 """What a shard consumer does when its read position was trimmed by the stream's retention.
 
 Coordination only detects the trim and obeys a decision; what to decide is the application's (the bridge decides
-per table from `source.tables[].on_trimmed`). There are two answers: CONTINUE (resume from the oldest retained
-record, the loss counted and logged) and STOP (the shard halts at its checkpoint, reads nothing and writes nothing,
-so no record after the gap is produced as if nothing were missing). Re-snapshotting is the application's CONTINUE
-after it requested the snapshot that repairs the loss (cdcbridge.bridge.on_trimmed); coordination needs no third
-answer for it.
+per table from `source.tables[].on_trimmed`). There are three answers: CONTINUE (resume from the oldest retained
+record, the loss counted and logged as DATA LOSS), CONTINUE_REPAIRED (the same resume, but the application has
+arranged the repair, e.g. requested the snapshot that re-reads the rows, and logs it itself: the trim is counted,
+not called a loss) and STOP (the shard halts at its checkpoint, reads nothing and writes nothing, so no record after
+the gap is produced as if nothing were missing).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
 
 class TrimDecision(StrEnum):
     CONTINUE = "continue"
+    CONTINUE_REPAIRED = "continue_repaired"
     STOP = "stop"
 
 

@@ -243,7 +243,8 @@ class ProcessTask:
 
     def _recover_from_trim(self, exc: TrimmedDataError) -> TaskOutcome:
         """Ask the trim policy: CONTINUE counts the loss, logs where and resumes from the oldest retained record
-        (§5.4, T10); STOP halts the shard at its checkpoint (see _halt)."""
+        (§5.4, T10); CONTINUE_REPAIRED does the same without calling it a loss; STOP halts the shard at its
+        checkpoint (see _halt)."""
         ctx, inc = self._ctx, self._inc
         last = inc.checkpointer.last_checkpoint
         trimmed = TrimmedRead(ctx.stream_id, ctx.shard_id, last)
@@ -261,14 +262,14 @@ class ProcessTask:
             ctx.stats.shard(ctx.shard_id).set_halted(False)
         ctx.stats.add("trimmed_data_events")
         ctx.stats.shard(ctx.shard_id).trimmed()
-        log.error(
-            "DATA LOSS shard %s: data at the read position expired before it was read (checkpoint %r, sequence %s): "
-            "%s; resuming from the oldest retained record",
-            ctx.shard_id,
-            ctx.held.lease.checkpoint,
-            last.to_text() if last else "-",
-            exc,
-        )
+        position = (ctx.shard_id, ctx.held.lease.checkpoint, last.to_text() if last else "-", exc)
+        if decision is TrimDecision.CONTINUE_REPAIRED:
+            log.warning("shard %s: data at the read position expired before it was read (checkpoint %r, sequence "
+                        "%s): %s; the trim policy repairs it (its own log line says how); resuming from the oldest "
+                        "retained record", *position)  # fmt: skip
+        else:
+            log.error("DATA LOSS shard %s: data at the read position expired before it was read (checkpoint %r, "
+                      "sequence %s): %s; resuming from the oldest retained record", *position)  # fmt: skip
         return self._read_from_oldest("post-trim")
 
     def _halt(self, trimmed: TrimmedRead) -> TaskOutcome:

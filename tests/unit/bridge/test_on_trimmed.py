@@ -36,7 +36,7 @@ def test_stop_halts_with_shard_table_owner_lost_range_and_fix(caplog: pytest.Log
 
 
 def test_a_snapshot_started_after_the_checkpoint_lets_the_shard_continue() -> None:
-    assert _policy(OnTrimmed.STOP, CHECKPOINT_US + 1).decide(TRIMMED) is TrimDecision.CONTINUE
+    assert _policy(OnTrimmed.STOP, CHECKPOINT_US + 1).decide(TRIMMED) is TrimDecision.CONTINUE_REPAIRED
 
 
 def test_a_snapshot_older_than_the_checkpoint_does_not() -> None:
@@ -76,7 +76,7 @@ def test_resnapshot_requests_a_repair_and_continues_loudly(caplog: pytest.LogCap
         asked.append(trimmed)
         return "0000000000042-trim-abc", True
 
-    assert _resnapshot(request).decide(TRIMMED) is TrimDecision.CONTINUE
+    assert _resnapshot(request).decide(TRIMMED) is TrimDecision.CONTINUE_REPAIRED
     assert asked == [TRIMMED]
     [record] = [r for r in caplog.records if r.name == "cdcbridge.bridge.on_trimmed"]
     message = record.getMessage()
@@ -96,4 +96,4 @@ def test_resnapshot_halts_and_asks_again_while_the_request_cannot_be_written() -
 
     policy = _resnapshot(request)
     assert policy.decide(TRIMMED) is TrimDecision.STOP
-    assert policy.decide(TRIMMED) is TrimDecision.CONTINUE
+    assert policy.decide(TRIMMED) is TrimDecision.CONTINUE_REPAIRED

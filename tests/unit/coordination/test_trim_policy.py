@@ -1,7 +1,12 @@
 """A read that hits trimmed data obeys the worker's trim policy: STOP halts the shard at its checkpoint (nothing
-read after the gap, nothing written, the lease kept), CONTINUE resumes from the oldest retained record."""
+read after the gap, nothing written, the lease kept), CONTINUE resumes from the oldest retained record,
+CONTINUE_REPAIRED too without calling it a loss."""
 
 from __future__ import annotations
+
+import logging
+
+import pytest
 
 from cdcbridge.coordination import WorkerState
 from cdcbridge.coordination.trim_policy import TrimDecision, TrimmedRead
@@ -72,3 +77,27 @@ def test_continue_resumes_from_the_oldest_retained_record_and_counts_the_loss() 
     retained = [r.sequence for r in cluster.stream.retained_records_of("s0")]
     assert [d.sequence for d in cluster.journal.deliveries if d.worker == "w2"] == retained
     assert worker.stats.trimmed_data_events == 1 and worker.stats.halted_shards == 0
+
+
+def test_a_repaired_trim_resumes_like_continue_but_is_not_logged_as_data_loss(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cluster = _cluster_behind_a_trim()
+    with caplog.at_level(logging.WARNING, logger="cdcbridge.coordination"):
+        worker = cluster.add_worker("w2", trim_policy=ScriptedPolicy(TrimDecision.CONTINUE_REPAIRED))
+        cluster.run_for(D + TAKE + 5)
+    retained = [r.sequence for r in cluster.stream.retained_records_of("s0")]
+    assert [d.sequence for d in cluster.journal.deliveries if d.worker == "w2"] == retained
+    assert worker.stats.trimmed_data_events == 1 and worker.stats.halted_shards == 0
+    trim_lines = [r for r in caplog.records if "expired before it was read" in r.getMessage()]
+    assert trim_lines and all(r.levelno == logging.WARNING for r in trim_lines)
+    assert not any("DATA LOSS" in r.getMessage() for r in caplog.records)
+    assert "the trim policy repairs it" in trim_lines[0].getMessage()
+
+
+def test_continue_logs_the_trim_as_data_loss(caplog: pytest.LogCaptureFixture) -> None:
+    cluster = _cluster_behind_a_trim()
+    with caplog.at_level(logging.WARNING, logger="cdcbridge.coordination"):
+        cluster.add_worker("w2", trim_policy=ScriptedPolicy(TrimDecision.CONTINUE))
+        cluster.run_for(D + TAKE + 5)
+    assert any(r.levelno == logging.ERROR and "DATA LOSS shard s0" in r.getMessage() for r in caplog.records)
