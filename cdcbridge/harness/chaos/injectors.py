@@ -217,35 +217,52 @@ def trim_stream(env: ChaosEnvironment, rng: random.Random, timings: FaultTimings
 def incremental_snapshot(env: ChaosEnvironment, rng: random.Random, timings: FaultTimings) -> Injection:
     """An incremental snapshot of the chaos table while the load and the workers go on: by `cdcbridge snapshot`
     (a process; sometimes killed -9 part-way and run again with its id, or taken over by a worker), or by a signal
-    row the workers pick up. Over once the snapshot is DONE; the end-of-run checks judge what it sent."""
+    row the workers pick up. Once it has emitted a chunk, one more fault overlaps it (issue 31: its invariants hold
+    under every fault). Over once the snapshot is DONE; the end-of-run checks judge what it sent."""
     store = IncrementalSnapshotStore(env.ots, env.config.coordination.status_table)
     how = rng.choice(("cli", "cli killed -9 and run again", "signal row"))
+    overlap = rng.choice(tuple(SNAPSHOT_OVERLAPS))
     started = time.monotonic()
+    known = {s.snapshot_id for s in store.list_snapshots(env.stream_id, env.table)}
     if how == "signal row":
         snapshot_id = f"chaos-{uuid.uuid4().hex[:8]}"
         env.ots.put_row(env.config.coordination.status_table, Row(
             [("StreamId", env.stream_id), ("StatusType", "IncrementalSnapshot"), ("StatusValue", snapshot_id)],
             [("Table", env.table), ("State", IncrementalState.PENDING.value)],
         ), Condition(RowExistenceExpectation.EXPECT_NOT_EXIST))  # fmt: skip
-        done = _wait_snapshot(store, env, snapshot_id)
+        _wait_for_chunks(store, env, known, None, wanted=1)
+        during = _overlap(store, env, rng, timings, snapshot_id, overlap)
     else:
-        known = {s.snapshot_id for s in store.list_snapshots(env.stream_id, env.table)}
         first = _snapshot_process(env, "--table", env.table)
+        wanted = 1 if how == "cli" else rng.randint(1, 2)
+        snapshot_id = _wait_for_chunks(store, env, known, first, wanted=wanted)
+        during = _overlap(store, env, rng, timings, snapshot_id, overlap)
         if how == "cli":
             first.wait(SNAPSHOT_TIMEOUT_SECONDS)
-            snapshot_id = _newest_snapshot(store, env, known)
         else:
-            snapshot_id = _wait_for_chunks(store, env, known, first, wanted=rng.randint(1, 2))
             if first.poll() is None:
                 first.kill()
                 first.wait(30)
                 how += f" (killed after {time.monotonic() - started:.1f}s)"
             _run_again(store, env, snapshot_id)
-        done = _wait_snapshot(store, env, snapshot_id)
+    done = _wait_snapshot(store, env, snapshot_id)
     finished_by = done.exporter_id.rsplit("-", 1)[0]
     detail = (f"incremental snapshot {snapshot_id} by {how}: {done.state.value}, {done.rows} rows in {done.chunks} "
-              f"chunks, {time.monotonic() - started:.1f}s, finished by {finished_by}")  # fmt: skip
+              f"chunks, {time.monotonic() - started:.1f}s, finished by {finished_by}; {during}")  # fmt: skip
     return Injection(detail, time.time())
+
+
+def _overlap(store: IncrementalSnapshotStore, env: ChaosEnvironment, rng: random.Random, timings: FaultTimings,
+             snapshot_id: str, overlap: str) -> str:  # fmt: skip
+    """Inject the overlapping fault; say whether the snapshot was still running when it fired (a small table's
+    snapshot may be over already: that is reported, not failed)."""
+    current = store.read(env.stream_id, snapshot_id)
+    running = current is None or not current.state.finished
+    chunks = 0 if current is None else current.chunks
+    injection = SNAPSHOT_OVERLAPS[overlap](env, rng, timings)
+    if running:
+        return f"during it (after {chunks} chunks), {overlap}: {injection.detail}"
+    return f"after it (it had already finished, {chunks} chunks), {overlap}: {injection.detail}"
 
 
 def _snapshot_process(env: ChaosEnvironment, *args: str) -> subprocess.Popen[bytes]:
@@ -269,13 +286,15 @@ def _newest_snapshot(store: IncrementalSnapshotStore, env: ChaosEnvironment, kno
 
 
 def _wait_for_chunks(store: IncrementalSnapshotStore, env: ChaosEnvironment, known: set[str],
-                     process: subprocess.Popen[bytes], wanted: int) -> str:  # fmt: skip
+                     process: subprocess.Popen[bytes] | None, wanted: int) -> str:  # fmt: skip
+    """The id of the new snapshot once it has emitted `wanted` chunks (or ended); `process` is its exporter, if
+    the harness started one (a signal row's snapshot is run by a worker)."""
     deadline = time.monotonic() + SNAPSHOT_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
-        if process.poll() is not None:
+        if process is not None and process.poll() is not None:
             return _newest_snapshot(store, env, known)
         snapshots = [s for s in store.list_snapshots(env.stream_id, env.table) if s.snapshot_id not in known]
-        if snapshots and snapshots[-1].chunks >= wanted:
+        if snapshots and (snapshots[-1].chunks >= wanted or snapshots[-1].state.finished):
             return snapshots[-1].snapshot_id
         time.sleep(0.2)
     raise ChaosError(f"the snapshot process emitted no chunk in {SNAPSHOT_TIMEOUT_SECONDS:.0f}s")
@@ -320,4 +339,11 @@ INJECTORS: dict[FaultKind, Injector] = {
     FaultKind.AMBIGUOUS_WRITES: ambiguous_writes,
     FaultKind.STREAM_TRIM: trim_stream,
     FaultKind.INCREMENTAL_SNAPSHOT: incremental_snapshot,
+}
+#: The faults an incremental snapshot is overlapped with, once it has emitted a chunk (one, seeded, per snapshot).
+SNAPSHOT_OVERLAPS: dict[str, Injector] = {
+    FaultKind.WORKER_KILL.value: kill_worker,
+    FaultKind.SHARD_SPLIT.value: split_shard,
+    FaultKind.SHARD_MERGE.value: merge_shards,
+    FaultKind.KAFKA_RESTART.value: restart_broker,
 }
