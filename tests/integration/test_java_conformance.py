@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,8 +46,36 @@ def conformance_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E
         process.stop(timeout=30)
 
 
+#: A FAIL line caused by the SDK's HTTP connection closing mid-request, not by an answer of the emulator.
+TRANSPORT_FAILURE = re.compile(r"^FAIL \S+: ClientException: Unexpected error: \S*ConnectionClosedException", re.M)
+
+
+def saw_a_closed_connection(output: str) -> bool:
+    """Whether a run failed a check because the Java client saw its connection closed mid-request. Under load the
+    Java clients occasionally report that against the emulator (cause not found yet, open in the issue notes); the
+    write may have been applied, so later checks of that run fail too. Such a run is repeated once, on fresh tables:
+    a wrong answer of the emulator fails the repeat as well."""
+    return TRANSPORT_FAILURE.search(output) is not None
+
+
 def run_java_suite(jars: Path, main_class: str, emulator_url: str, log: Path, table_prefix: str) -> str:
-    """Run one suite program; its output. Fails the test with the FAIL lines (or the log's tail) unless it exits 0."""
+    """Run one suite program; its output. Fails the test with the FAIL lines (or the log's tail) unless it exits 0;
+    a run whose only failures are closed connections is repeated once, on fresh tables, and said on stderr."""
+    output = _run_java_program(jars, main_class, emulator_url, log, table_prefix)
+    if output is not None and saw_a_closed_connection(output):
+        print(f"{main_class}: a connection closed mid-request (see {log}); running it once more", file=sys.stderr)
+        retry_log = log.with_name(f"{log.stem}-again{log.suffix}")
+        output = _run_java_program(jars, main_class, emulator_url, retry_log, f"{table_prefix}again_")
+        log = retry_log
+    if output is not None:
+        failures = [line for line in output.splitlines() if line.startswith("FAIL ")]
+        pytest.fail(f"{main_class} failed; full output in {log}:\n" + "\n".join(failures), pytrace=False)
+    return log.read_text(errors="replace")
+
+
+def _run_java_program(jars: Path, main_class: str, emulator_url: str, log: Path, table_prefix: str) -> str | None:
+    """None if the program exits 0, else its output (the test fails outright on a timeout or a crash without FAIL
+    lines)."""
     java = find_java(17, purpose="the Java conformance suite").java
     env = {
         "TABLESTORE_ENDPOINT": emulator_url,
@@ -64,10 +93,10 @@ def run_java_suite(jars: Path, main_class: str, emulator_url: str, log: Path, ta
         process.kill()
         pytest.fail(f"{main_class} ran past {SUITE_TIMEOUT_S}s; its output is in {log}")
     output = log.read_text(errors="replace")
-    if code != 0:
-        failures = [line for line in output.splitlines() if line.startswith("FAIL ")]
-        summary = "\n".join(failures) if failures else process.log_tail(20)
-        pytest.fail(f"{main_class} exited {code}; full output in {log}:\n{summary}", pytrace=False)
+    if code == 0:
+        return None
+    if not any(line.startswith("FAIL ") for line in output.splitlines()):
+        pytest.fail(f"{main_class} exited {code}; full output in {log}:\n{process.log_tail(20)}", pytrace=False)
     return output
 
 
@@ -105,3 +134,11 @@ def test_stream_client_two_workers_split_merge_failover(
     )  # fmt: skip
     checks = {"streamclient/failover-after-a-worker-stops", "streamclient/children-after-parents"}
     assert checks <= passed_checks(output)
+
+
+def test_only_a_closed_connection_makes_a_run_repeat() -> None:
+    closed = "FAIL sdk5/delete-row: ClientException: Unexpected error: org.apache.http.ConnectionClosedException: x"
+    wrong_answer = "FAIL sdk5/stream-records-match-every-write: stream records of key id=1: expected [PUT], got []"
+    assert saw_a_closed_connection(f"PASS a\n{closed}\n{wrong_answer}\n")
+    assert not saw_a_closed_connection(f"PASS a\n{wrong_answer}\n")
+    assert not saw_a_closed_connection("PASS a\n")
