@@ -31,9 +31,10 @@ from cdcbridge.harness.processes import BridgeWorkerProcess
 from cdcbridge.harness.stack.stack import StackEndpoints
 from cdcbridge.snapshot.incremental_state import ChunkState, IncrementalSnapshotStore, IncrementalState
 from cdcbridge.tablestore import StreamClient
-from tests.integration.bridge.workers import CHECKOUT, end_offsets, write_config
-from tests.integration.bridge_helpers import ReadMessage, create_stream_table, ots_client, read_topic
+from tests.integration.bridge.workers import CHECKOUT, write_config
+from tests.integration.bridge_helpers import create_stream_table, ots_client
 
+from .kafka_checks import all_messages, assert_last_images_are_the_source, assert_seq_never_regresses
 from .traffic import Writer, prefill, source_rows, wait_until
 
 TABLE = "ledger"
@@ -61,16 +62,6 @@ def caught_up(config: Any, ots: Any, max_lag: int = 0) -> bool:
     shards = collect_status(config, with_lag=True).shards
     live = [s for s in shards if not s.finished]
     return bool(live) and all(s.owner and s.lag_records is not None and s.lag_records <= max_lag for s in live)
-
-
-def all_messages(stack: StackEndpoints, topic: str) -> list[ReadMessage]:
-    total = sum(end_offsets(stack.kafka_bootstrap, topic).values())
-    return read_topic(stack, topic, until=lambda read: len(read) >= total, timeout=90)
-
-
-def plain(value: Any) -> Any:
-    """A registry-deserialized union value: (type, value) tuples only appear with named types; keep the value."""
-    return value[1] if isinstance(value, tuple) else value
 
 
 def test_an_incremental_snapshot_during_writes_and_streaming_ends_with_kafka_equal_to_the_source(
@@ -155,29 +146,10 @@ def test_an_incremental_snapshot_during_writes_and_streaming_ends_with_kafka_equ
     mutations = all_messages(stack, f"{prefix}.{TABLE}.mutation")
     assert any(m.value and m.value["source"]["shard_id"] == "snapshot" for m in images)
 
-    # The last image per key is the source row (deleted rows: last image a delete or tombstone).
-    last: dict[tuple, dict[str, Any] | None] = {}
-    for message in images:
-        value = message.value
-        pk = tuple(decode_key(message.key))
-        live = value is not None and not value["row_deleted"]
-        last[pk] = {name: plain(cell["value"]) for name, cell in value["columns"].items()} if live else None
-    compacted = {pk: row for pk, row in last.items() if row is not None}
-    wrong = [pk for pk in set(source) | set(compacted) if source.get(pk) != compacted.get(pk)]
-    assert not wrong, [(pk, source.get(pk), compacted.get(pk)) for pk in sorted(wrong)[:5]]
-
-    # Per key, in partition order, the seq never goes back (a redelivery repeats a seq already seen).
+    # The last image per key is the source row; per key, in partition order, the seq never goes back.
+    assert_last_images_are_the_source(images, source)
     for topic_messages in (images, mutations):
-        newest: dict[bytes, str] = {}
-        seen: dict[bytes, set[str]] = defaultdict(set)
-        for message in sorted(topic_messages, key=lambda m: (m.partition, m.offset)):
-            if message.value is None:
-                continue
-            seq = message.value["seq"]["seq_key"]
-            regressed = message.key in newest and seq < newest[message.key] and seq not in seen[message.key]
-            assert not regressed, (decode_key(message.key), seq, newest[message.key])
-            newest[message.key] = max(seq, newest.get(message.key, seq))
-            seen[message.key].add(seq)
+        assert_seq_never_regresses(topic_messages)
 
     # Folding the MUTATE_LOG messages through the apply guard gives the source.
     operations: dict[bytes, list[Any]] = defaultdict(list)
