@@ -77,6 +77,7 @@ from cdcbridge.apply.targets.column_types import (
     value_type,
 )
 from cdcbridge.apply.targets.dead_letters import dead_letter_row
+from cdcbridge.apply.targets.delta_key_bounds import DeltaKeyBounds
 from cdcbridge.changes import Value
 
 if TYPE_CHECKING:
@@ -182,6 +183,7 @@ class DeltaTarget(SparkFoldTarget):
         self._rows_read: dict[str, _RowsRead] = {}
         #: Per (table path, app id): the table version and the txn marker it holds (see :meth:`read_marker`).
         self._markers: dict[tuple[str, str], tuple[int, BatchMarker | None]] = {}
+        self._key_bounds = DeltaKeyBounds(spark)
         configured = spark.sparkContext.getConf()
         for key, value in MICRO_BATCH_CONF.items():
             if not configured.contains(key):
@@ -250,8 +252,8 @@ class DeltaTarget(SparkFoldTarget):
 
     def read_rows(self, table: str, keys: Collection[PrimaryKey]) -> dict[PrimaryKey, TargetRow]:
         """The stored rows of `keys`, read at the table's latest version (noted for :meth:`write`):
-        no Spark job when the table holds no file; a key filter Delta skips files by (min/max statistics) when
-        the key is one column, so new keys above the stored ones scan no file."""
+        no Spark job when the table holds no file or no file's key bounds cover one of the keys (new keys,
+        :mod:`.delta_key_bounds`); else a key filter Delta skips files by (an IN list when the key is one column)."""
         shape = self._shape(table)
         if shape is None or not keys:
             return {}
@@ -261,7 +263,7 @@ class DeltaTarget(SparkFoldTarget):
         snapshot = self._snapshot(path)
         version = int(snapshot.version())
         rows: dict[PrimaryKey, TargetRow] = {}
-        if int(snapshot.numOfFiles()) > 0:
+        if self._key_bounds.files(path, snapshot, list(shape.pk)).may_hold_any(keys):
             # The latest version, as the snapshot just taken (its state is computed once, where `versionAsOf`
             # builds a snapshot of its own); a commit meanwhile leaves the read unpinned, so it is not noted.
             stored = self.spark.read.format("delta").load(path)
@@ -300,23 +302,23 @@ class DeltaTarget(SparkFoldTarget):
             + [_BOOKKEEPING_DDL]
         )
         source = self._json_frame([_json_row(_row_record(row)) for row in rows], schema)
-        if self._rows_are_new(table, rows):
+        if self._rows_are_new(table, shape, rows):
             self._append(table, source, marker)
         else:
             self._guarded_merge(table, source, shape.pk, marker)
         return len(rows)
 
-    def _rows_are_new(self, table: str, rows: Sequence[TargetRow]) -> bool:
+    def _rows_are_new(self, table: str, shape: _TableShape, rows: Sequence[TargetRow]) -> bool:
         """Whether the table holds none of the rows' keys: it holds no file, or :meth:`read_rows` looked all of
         them up in the version that is still the latest and found none. Then an append writes what the MERGE
         would, without the MERGE's scan of the table and its join."""
-        snapshot = self._snapshot(self.path(table))
-        if int(snapshot.numOfFiles()) == 0:
-            return True
+        path = self.path(table)
+        snapshot = self._snapshot(path)
         read = self._rows_read.get(table)
-        if read is None or read.found or read.version != int(snapshot.version()):
-            return False
-        return all(row.pk in read.keys for row in rows)
+        if read is not None and not read.found and read.version == int(snapshot.version()):
+            if all(row.pk in read.keys for row in rows):
+                return True
+        return not self._key_bounds.files(path, snapshot, list(shape.pk)).files
 
     def _evolve(self, table: str, rows: Sequence[TargetRow]) -> _TableShape:
         """Create the table or add the batch's new columns (rows were checked by refused_rows)."""
