@@ -18,6 +18,7 @@ import pytest
 from cdcbridge.harness.processes import ChildProcess, EmulatorProcess, ProcessError
 from cdcbridge.harness.stack.artifacts import ensure_component
 from cdcbridge.harness.stack.java import find_java
+from tests.integration.java_debugger import Jdb
 
 pytestmark = pytest.mark.integration
 
@@ -140,6 +141,65 @@ def test_stream_client_two_workers_split_merge_failover(
     )  # fmt: skip
     checks = {"streamclient/failover-after-a-worker-stops", "streamclient/children-after-parents"}
     assert checks <= passed_checks(output)
+
+
+#: SDK 5.17.10's shaded HttpAsyncClient 4.0.2: connectionAllocated after requestOutput, before isOpen; and
+#: responseCompleted after releaseConnection, before the call's future completes.
+EXCHANGE_HANDLER = "com.aliyun.ots.thirdparty.org.apache.http.impl.nio.client.DefaultClientExchangeHandlerImpl"
+AFTER_REQUEST_OUTPUT, AFTER_RELEASE = 304, 170
+
+
+def test_a_call_lost_to_the_client_race_was_applied_and_is_marked(
+    suite_jars: Path, conformance_emulator: EmulatorProcess, tmp_path: Path
+) -> None:
+    """The race a loaded machine hits by chance, played in order under jdb: the caller stops after handing the
+    pooled connection its CreateTable, the I/O thread after the emulator's answer came back and the connection
+    went back to the pool; the caller goes first. The SDK fails the call, the emulator applied it."""
+    java = find_java(17, purpose="the Java conformance suite").java
+    env = {
+        "TABLESTORE_ENDPOINT": conformance_emulator.url,
+        "TABLESTORE_ACCESS_KEY_ID": ACCESS_KEY_ID,
+        "TABLESTORE_ACCESS_KEY_SECRET": ACCESS_KEY_SECRET,
+        "CONFORMANCE_TABLE_PREFIX": "javarace_",
+    }
+    argv = [
+        str(java), "-agentlib:jdwp=transport=dt_socket,server=y,suspend=y,address=127.0.0.1:0",
+        "-cp", f"{suite_jars / 'sdk5'}{os.sep}*", "io.cdcbridge.conformance.sdk5.ClientRace",
+    ]  # fmt: skip
+    program = ChildProcess("ClientRace", argv, tmp_path / "race.log", env=env).start()
+    jdb = None
+    try:
+        (listening,) = program.wait_for_log(r"Listening for transport dt_socket at address: (\d+)", timeout=60)
+        jdb = Jdb(java.parent / "jdb", f"127.0.0.1:{listening.group(1)}", tmp_path / "jdb.log")
+        for line in (AFTER_REQUEST_OUTPUT, AFTER_RELEASE):
+            jdb.send(f"stop thread at {EXCHANGE_HANDLER}:{line}")
+        jdb.send("run")
+        # The first ListTable opens the connection: allocated and completed on the I/O thread, no race.
+        for line in (AFTER_REQUEST_OUTPUT, AFTER_RELEASE):
+            jdb.wait_for(jdb.breakpoint_hit("I/O dispatcher", EXCHANGE_HANDLER, line))
+            jdb.send("resume")
+        # CreateTable on the pooled connection.
+        jdb.wait_for(
+            jdb.breakpoint_hit("main", EXCHANGE_HANDLER, AFTER_REQUEST_OUTPUT),
+            jdb.breakpoint_hit("I/O dispatcher", EXCHANGE_HANDLER, AFTER_RELEASE),
+        )
+        jdb.send(f"resume {jdb.thread_id('main')}")
+        # The caller has failed the check and leases the connection again for the last ListTable.
+        jdb.wait_for(jdb.breakpoint_hit("main", EXCHANGE_HANDLER, AFTER_REQUEST_OUTPUT))
+        for line in (AFTER_REQUEST_OUTPUT, AFTER_RELEASE):
+            jdb.send(f"clear {EXCHANGE_HANDLER}:{line}")
+        jdb.send("resume")
+        jdb.close()
+        code = program.wait(60)
+    finally:
+        if jdb is not None:
+            jdb.close()
+        program.kill()
+    output = program.log()
+    assert code == 1, output
+    assert lost_a_call_to_the_client_race(output), output
+    # The emulator lists the table whose creation the SDK reported as failed.
+    assert re.search(r"^TABLES \[.*\bjavarace_race\b.*\]$", output, re.M), output
 
 
 def test_only_the_client_race_makes_a_run_repeat() -> None:
