@@ -43,10 +43,33 @@ public final class Suite {
         return failures.isEmpty() ? 0 : 1;
     }
 
+    /**
+     * Ends the FAIL line of a call lost to a race inside Apache HttpAsyncClient 4.0.2, which both SDKs bundle: its
+     * DefaultClientExchangeHandlerImpl.connectionAllocated hands a pooled connection the request first and asks
+     * whether it is open afterwards. When the calling thread is descheduled in between (a loaded machine), the I/O
+     * thread sends the call, reads the whole answer and returns the connection to the pool; if the late check runs
+     * before that thread completes the call's future, it sees a released connection and fails the call with
+     * ConnectionClosedException, although the server applied and answered it.
+     */
+    public static final String CLIENT_POOL_RACE = " [client race: connectionAllocated]";
+
     private static String describe(Throwable error) {
         if (error instanceof AssertionError) {
             return error.getMessage();
         }
-        return error.getClass().getSimpleName() + ": " + error.getMessage();
+        String text = error.getClass().getSimpleName() + ": " + error.getMessage();
+        return isClientPoolRace(error) ? text + CLIENT_POOL_RACE : text;
+    }
+
+    /** Whether the error is a ConnectionClosedException raised by the client's connectionAllocated itself. */
+    static boolean isClientPoolRace(Throwable error) {
+        for (Throwable cause = error; cause != null; cause = cause.getCause()) {
+            if (cause.getClass().getSimpleName().equals("ConnectionClosedException")) {
+                StackTraceElement[] frames = cause.getStackTrace();
+                return frames.length > 0 && frames[0].getMethodName().equals("connectionAllocated")
+                        && frames[0].getClassName().endsWith(".DefaultClientExchangeHandlerImpl");
+            }
+        }
+        return false;
     }
 }

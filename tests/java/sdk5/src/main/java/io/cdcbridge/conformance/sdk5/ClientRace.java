@@ -1,0 +1,32 @@
+package io.cdcbridge.conformance.sdk5;
+
+import com.alicloud.openservices.tablestore.SyncClient;
+import io.cdcbridge.conformance.Settings;
+import io.cdcbridge.conformance.Suite;
+import io.cdcbridge.conformance.Tables;
+
+/**
+ * One CreateTable on a pooled connection, between two ListTables, for the test that holds the SDK's threads in a
+ * debugger inside the HTTP client's connectionAllocated race (see {@link Suite#CLIENT_POOL_RACE}). Prints the tables
+ * the emulator lists afterwards, so the test sees that the failed call was applied.
+ */
+public final class ClientRace {
+    private ClientRace() {}
+
+    public static void main(String[] args) {
+        Settings settings = Settings.fromEnvironment();
+        SyncClient client = Clients.v2(settings);
+        String table = settings.table("race");
+        Suite suite = new Suite("race");
+        int exit;
+        try {
+            client.listTable();
+            suite.check("create-table", () -> Tables.create(client, table, false));
+            System.out.println("TABLES " + client.listTable().getTableNames());
+        } finally {
+            exit = suite.finish();
+            client.shutdown();
+        }
+        System.exit(exit);
+    }
+}
