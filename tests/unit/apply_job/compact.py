@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -102,3 +103,16 @@ def batches(records: Sequence[KafkaRecord], cuts: Iterable[int]) -> list[list[Ka
         start = cut
     out.append(list(records[start:]))
     return [batch for batch in out if batch]
+
+
+def same(left: Any, right: Any) -> bool:
+    """Equality where NaN equals NaN and a float never equals an int or a bool (types must match too)."""
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(same(left[k], right[k]) for k in left)
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(same(a, b) for a, b in zip(left, right, strict=True))
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, float) and math.isnan(left):
+        return math.isnan(right)
+    return left == right

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 from typing import Any
 
 import fastavro
@@ -23,7 +22,7 @@ from cdcbridge.formats.schemas import parsed_schema
 from cdcbridge.harness.bench.apply_workload import bridge_messages, generate_records
 from tests.unit.apply.envelopes import delete_all, delete_one, image, increment, mutation, put
 
-from .compact import kafka_records
+from .compact import kafka_records, same
 
 SCHEMA_ID = {MessageFormat.MUTATE_LOG: 11, MessageFormat.RECORD_IMAGE: 12}
 SCHEMAS = {sid: WriterSchema(sid, schema_text(fmt), fmt) for fmt, sid in SCHEMA_ID.items()}
@@ -37,19 +36,6 @@ def framed(message_format: MessageFormat, value: dict[str, Any], schema_id: int 
 
 def format_of(value: dict[str, Any]) -> MessageFormat:
     return MessageFormat.MUTATE_LOG if "cells" in value else MessageFormat.RECORD_IMAGE
-
-
-def same(left: Any, right: Any) -> bool:
-    """Equality where NaN equals NaN and a float never equals an int or a bool (types must match too)."""
-    if isinstance(left, dict) and isinstance(right, dict):
-        return left.keys() == right.keys() and all(same(left[k], right[k]) for k in left)
-    if isinstance(left, list) and isinstance(right, list):
-        return len(left) == len(right) and all(same(a, b) for a, b in zip(left, right, strict=True))
-    if type(left) is not type(right):
-        return False
-    if isinstance(left, float) and math.isnan(left):
-        return math.isnan(right)
-    return left == right
 
 
 def driver_record(message: FetchedMessage, schemas: dict[int, WriterSchema] = SCHEMAS) -> KafkaRecord:
