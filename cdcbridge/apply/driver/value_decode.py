@@ -1,9 +1,10 @@
 """A small batch's values decoded on the driver with fastavro, into the records the Spark side would yield.
 
 A batch the driver read itself (:mod:`.kafka_fetch`) needs no Spark job at all: each value is checked for the
-Confluent framing (:mod:`.framing`, worded as on Spark), decoded with its writer schema into our reader schema
-(schemas/*.avsc, the same resolution ``from_avro`` does, so an evolved envelope reads the same) and handed over as
-the envelope dict :func:`~.kafka_records.envelope` would build from Spark's compact JSON: the same fields and the
+Confluent framing (:mod:`.framing`, worded as on Spark), decoded with its writer schema, resolved into our reader
+schema (schemas/*.avsc: fields the writer lacks get their defaults, fields ours lacks are dropped, an enum symbol
+ours lacks becomes the enum's default, as ``from_avro`` with our reader schema does) and handed over as the
+envelope dict :func:`~.kafka_records.envelope` would build from Spark's compact JSON: the same fields and the
 same values (bytes as bytes, doubles as floats including NaN, unions as plain values). Logical types are read as
 their plain numbers, as Spark's ``unix_millis`` gives them back, and malformed UTF-8 is replaced, as Spark's
 strings do.
@@ -31,7 +32,7 @@ class EnvelopeDecoder:
     immutable, and so are our reader schemas)."""
 
     def __init__(self) -> None:
-        self._readers: dict[MessageFormat, Any] = {}
+        self._readers: dict[MessageFormat, dict[str, Any]] = {}
         self._writers: dict[int, Any] = {}
 
     def records(self, messages: Iterable[FetchedMessage], schemas: Mapping[int, WriterSchema]) -> Iterator[KafkaRecord]:
@@ -81,8 +82,8 @@ class EnvelopeDecoder:
             reader = self._reader(schema.message_format)
             body = io.BytesIO(value)
             body.seek(HEADER_BYTES)
-            record = fastavro.schemaless_reader(body, writer, reader, handle_unicode_errors="replace")
-            return _envelope(record, schema.message_format)
+            written = fastavro.schemaless_reader(body, writer, None, handle_unicode_errors="replace")
+            return _envelope(_resolved(written, reader, {}), schema.message_format)
         except Exception:  # any malformed body or schema mismatch: the value is undecodable, as on Spark
             return None
 
@@ -93,15 +94,52 @@ class EnvelopeDecoder:
             parsed = self._writers[schema.schema_id] = _parse(schema.text)
         return parsed
 
-    def _reader(self, message_format: MessageFormat) -> Any:
-        parsed = self._readers.get(message_format)
-        if parsed is None:
-            parsed = self._readers[message_format] = _parse(schema_text(message_format))
-        return parsed
+    def _reader(self, message_format: MessageFormat) -> dict[str, Any]:
+        reader = self._readers.get(message_format)
+        if reader is None:
+            reader = self._readers[message_format] = json.loads(schema_text(message_format))
+        return reader
 
 
 def _parse(text: str) -> Any:
     return fastavro.parse_schema(_without_logical_types(json.loads(text)))
+
+
+def _resolved(value: Any, reader: Any, named: dict[str, Any]) -> Any:
+    """`value` (as its writer schema decoded it) in the shape of `reader`, by the Avro resolution rules that
+    matter for an envelope evolved by adding fields with defaults.
+
+    fastavro resolves a union by the first reader branch the writer's branch promotes to, which reads a
+    ``bytes`` value into the reader's ``string`` branch that precedes it (Java's Avro, Spark's, takes the same
+    type first); so the value is decoded with its writer schema alone, its union values kept as written, and
+    the reader's shape applied here."""
+    if isinstance(reader, str):
+        reader = named.get(reader, reader)
+    if isinstance(reader, list) or not isinstance(reader, dict):
+        return value  # a union of primitives, or a primitive: the value as written
+    kind = reader["type"]
+    if kind == "record":
+        named[reader["name"]] = reader
+        if "namespace" in reader:
+            named[f"{reader['namespace']}.{reader['name']}"] = reader
+        return {
+            field["name"]: _resolved(value[field["name"]], field["type"], named)
+            if field["name"] in value
+            else field.get("default")
+            for field in reader["fields"]
+        }
+    if kind == "enum":
+        named[reader["name"]] = reader
+        if value in reader["symbols"] or "default" not in reader:
+            return value
+        return reader["default"]
+    if kind == "array":
+        return [_resolved(item, reader["items"], named) for item in value]
+    if kind == "map":
+        return {name: _resolved(item, reader["values"], named) for name, item in value.items()}
+    if isinstance(kind, dict | list):
+        return _resolved(value, kind, named)
+    return value
 
 
 def _without_logical_types(schema: Any) -> Any:

@@ -22,9 +22,8 @@ from cdcbridge.apply.errors import BadInputError
 from cdcbridge.apply.spark.decode import decoded_records
 from cdcbridge.apply.writer_schemas import WriterSchema
 from cdcbridge.contract import MessageFormat
-from cdcbridge.formats import schema_text
 from tests.unit.apply.envelopes import delete_all, delete_one, image, increment, mutation, put
-from tests.unit.apply_job.compact import same
+from tests.unit.apply_job.compact import evolved_writer, same
 
 from .kafka_frames import KAFKA_SCHEMA, SCHEMAS, framed, kafka_row
 from .test_spark_envelope_checks import COMMON_FLAWS, IMAGE_FLAWS, IMAGES, MUTATION_FLAWS, MUTATIONS
@@ -32,20 +31,9 @@ from .test_spark_envelope_checks import COMMON_FLAWS, IMAGE_FLAWS, IMAGES, MUTAT
 EVOLVED_ID = 3
 
 
-def _evolved_writer() -> dict[str, Any]:
-    """MUTATE_LOG as an older bridge wrote it: no ``amount`` in cells, no ``op_index``, plus a field ours lacks."""
-    writer = json.loads(schema_text(MessageFormat.MUTATE_LOG))
-    seq = next(field for field in writer["fields"] if field["name"] == "seq")
-    seq["type"]["fields"] = [field for field in seq["type"]["fields"] if field["name"] != "op_index"]
-    cells = next(field for field in writer["fields"] if field["name"] == "cells")
-    cells["type"]["items"]["fields"] = [f for f in cells["type"]["items"]["fields"] if f["name"] != "amount"]
-    writer["fields"].append({"name": "note", "type": "string", "default": ""})
-    return writer
-
-
 SCHEMAS_WITH_EVOLVED = {
     **SCHEMAS,
-    EVOLVED_ID: WriterSchema(EVOLVED_ID, json.dumps(_evolved_writer()), MessageFormat.MUTATE_LOG),
+    EVOLVED_ID: WriterSchema(EVOLVED_ID, json.dumps(evolved_writer()), MessageFormat.MUTATE_LOG),
     4: WriterSchema(4, None, None, "schema id 4 is unknown to the registry"),
 }
 
@@ -87,10 +75,13 @@ def _values() -> list[tuple[MessageFormat, dict[str, Any], bytes | None]]:
                 flawed = copy.deepcopy(message)
                 flaw(flawed)
                 out.append((message_format, message, framed(message_format, flawed)))  # keyed as the valid one
-    old = mutation(9, "UPDATE", [put("a", 1.25, 9)])
-    buffer = io.BytesIO()
-    fastavro.schemaless_writer(buffer, fastavro.parse_schema(_evolved_writer()), {**old, "note": "x"})
-    out.append((MessageFormat.MUTATE_LOG, old, b"\x00" + EVOLVED_ID.to_bytes(4, "big") + buffer.getvalue()))
+    for old, changes in (
+        (mutation(9, "UPDATE", [put("a", 1.25, 9), put("b", b"\xe1", 9)], pk=(("id", b"\xe1\x00"),)), {"note": "x"}),
+        (mutation(10, "UPDATE", [put("s", "text", 9)]), {"type": "UPSERT"}),
+    ):
+        buffer = io.BytesIO()
+        fastavro.schemaless_writer(buffer, fastavro.parse_schema(evolved_writer()), {**old, **changes})
+        out.append((MessageFormat.MUTATE_LOG, old, b"\x00" + EVOLVED_ID.to_bytes(4, "big") + buffer.getvalue()))
     good = framed(MessageFormat.MUTATE_LOG, MUTATIONS[0])
     for broken in (
         b"\x00\x01",

@@ -22,7 +22,7 @@ from cdcbridge.formats.schemas import parsed_schema
 from cdcbridge.harness.bench.apply_workload import bridge_messages, generate_records
 from tests.unit.apply.envelopes import delete_all, delete_one, image, increment, mutation, put
 
-from .compact import kafka_records, same
+from .compact import evolved_writer, kafka_records, same
 
 SCHEMA_ID = {MessageFormat.MUTATE_LOG: 11, MessageFormat.RECORD_IMAGE: 12}
 SCHEMAS = {sid: WriterSchema(sid, schema_text(fmt), fmt) for fmt, sid in SCHEMA_ID.items()}
@@ -112,24 +112,22 @@ def _tagged(value: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_an_evolved_writer_schema_reads_into_the_reader_schema() -> None:
-    """A writer schema without fields ours has (``amount``, ``op_index``) and with one ours lacks: defaults fill
-    in, the extra field is skipped, as Spark's from_avro with our reader schema does."""
-    writer = json.loads(schema_text(MessageFormat.MUTATE_LOG))
-    seq = next(field for field in writer["fields"] if field["name"] == "seq")
-    seq["type"]["fields"] = [field for field in seq["type"]["fields"] if field["name"] != "op_index"]
-    cells = next(field for field in writer["fields"] if field["name"] == "cells")
-    cells["type"]["items"]["fields"] = [f for f in cells["type"]["items"]["fields"] if f["name"] != "amount"]
-    writer["fields"].append({"name": "note", "type": "string", "default": ""})
-    value = mutation(9, "UPDATE", [put("name", "z", 9)])
-    value["note"] = "extra"
+    """Defaults fill in, the extra field is dropped, an unknown enum symbol becomes the enum's default, and a
+    bytes value stays bytes (fastavro's own resolution would read it into the union's string branch)."""
+    writer = evolved_writer()
+    value = mutation(9, "UPDATE", [put("name", "z", 9), put("blob", b"\xe1\x00", 9)], pk=(("id", b"\xe1"),))
     buffer = io.BytesIO()
-    fastavro.schemaless_writer(buffer, fastavro.parse_schema(writer), value)
+    fastavro.schemaless_writer(buffer, fastavro.parse_schema(writer), {**value, "note": "extra"})
     schemas = {**SCHEMAS, 30: WriterSchema(30, json.dumps(writer), MessageFormat.MUTATE_LOG)}
-    record = driver_record(FetchedMessage("t", 0, 1, b"k", b"\x00" + (30).to_bytes(4, "big") + buffer.getvalue()),
-                           schemas)  # fmt: skip
-    decoded = envelope(record)
+    framed_value = b"\x00" + (30).to_bytes(4, "big") + buffer.getvalue()
+    decoded = envelope(driver_record(FetchedMessage("t", 0, 1, b"k", framed_value), schemas))
     assert decoded["seq"]["op_index"] == 0 and decoded["cells"][0]["amount"] is None and "note" not in decoded
-    assert decoded["cells"][0]["value"] == "z" and decoded["timestamp"] == 9
+    assert [cell["value"] for cell in decoded["cells"]] == ["z", b"\xe1\x00"] and decoded["timestamp"] == 9
+    assert decoded["pk"] == [{"name": "id", "value": b"\xe1"}] and decoded["type"] == "UPDATE"
+    buffer = io.BytesIO()
+    fastavro.schemaless_writer(buffer, fastavro.parse_schema(writer), {**value, "type": "UPSERT"})
+    upsert = b"\x00" + (30).to_bytes(4, "big") + buffer.getvalue()
+    assert envelope(driver_record(FetchedMessage("t", 0, 2, b"k", upsert), schemas))["type"] == "UNKNOWN"
 
 
 def test_tombstones_and_values_that_do_not_decode_are_told_as_on_spark() -> None:
