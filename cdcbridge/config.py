@@ -312,8 +312,8 @@ class ApplyConfig(_Section):
     small_batch_max_messages: int = Field(
         1000,
         ge=0,
-        description="a micro-batch of at most this many messages is applied on the driver (one collect, a read of "
-        "its stored rows, one write) instead of as several Spark jobs (0: never)",
+        description="a micro-batch of at most this many messages is applied on the driver (its offsets read from "
+        "Kafka by the driver itself, a read of its stored rows, one write) instead of as several Spark jobs (0: never)",
     )
     starting_offsets: str = Field("earliest", pattern=r"^(earliest|latest)$", description="where a new job starts")
     #: Off by default, like source.wait_for_tables: a job whose topics never appear should say so at once.
@@ -344,7 +344,8 @@ class ApplyConfig(_Section):
         default_factory=dict,
         description="extra Kafka client properties for the Spark source, e.g. sasl.jaas.config or "
         "ssl.keystore.location (without the 'kafka.' prefix); max.poll.records defaults to 10000 and "
-        "max.partition.fetch.bytes to 8 MiB",
+        "max.partition.fetch.bytes to 8 MiB. Any key but these two and isolation.level makes small batches read "
+        "by a Spark job instead of the driver, whose client (librdkafka) takes kafka.security",
     )
     purge_deleted_after_hours: float | None = Field(
         None,

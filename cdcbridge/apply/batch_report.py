@@ -11,20 +11,21 @@ from cdcbridge.apply.core.fold import ApplyStats
 class BatchReport:
     """What one micro-batch did (added up over a run in the job summary).
 
-    ``spark_batches`` counts batches applied on Spark (:mod:`.spark.batch`), the others took the driver
-    path, ``small_batches`` of them because they were small (``apply.small_batch_max_messages``). Phases: on
-    this path decode = collect + validate, read = target rows, fold, write; on Spark, decode = planning the
-    batch's decoding and grouping, read = fetching the target's rows where that is a step of its own
-    (PostgreSQL; Delta reads inside the fold), fold = the job that reads, decodes, validates, groups, joins and
-    folds plus the per-table summary and checks, write = the target's write. ``rows_by_table``: rows handed to
-    the target; ``source_ts_sample``: a few quantiles of the written rows' source commit times (ms), for the
-    freshness metric (a batch's own, not added up).
+    ``spark_batches`` counts batches applied on Spark (:mod:`.spark.batch`), the others took the driver path,
+    ``small_batches`` of them because they were small (``apply.small_batch_max_messages``), and ``driver_fetches`` of
+    those read from Kafka by the driver itself rather than a Spark job. Phases: on this path decode = read (collect, or
+    the driver's own read) + validate, read = target rows, fold, write; on Spark, decode = planning the batch's decoding
+    and grouping, read = fetching the target's rows where that is a step of its own (PostgreSQL; Delta reads inside the
+    fold), fold = the job that reads, decodes, validates, groups, joins and folds plus the per-table summary and checks,
+    write = the target's write. ``rows_by_table``: rows handed to the target; ``source_ts_sample``: a few quantiles of
+    the written rows' source commit times (ms), for the freshness metric (a batch's own, not added up).
     """
 
     batches: int = 0
     batches_skipped: int = 0
     spark_batches: int = 0
     small_batches: int = 0
+    driver_fetches: int = 0
     tables_skipped: int = 0
     rows_written: int = 0
     other_format: int = 0

@@ -1,38 +1,54 @@
-"""How many Kafka messages a micro-batch holds, read from its offset ranges without running a Spark job.
+"""Which Kafka offset ranges a micro-batch reads, and so how many messages it holds, without running a Spark job.
 
 The job picks the path of a batch by its size (:mod:`.job`): a batch of a few messages is cheaper on the driver
-than as the Spark path's jobs, and a ``count()`` would cost a job of its own. Spark's Kafka source plans one input
-partition per Kafka partition range (``KafkaBatchInputPartition.offsetRange``: from/until offsets), and the
-frame ``foreachBatch`` hands over is a ``LogicalRDD`` whose RDD keeps those partitions, so the size is the sum of
-the ranges. Anything else (another source, a plan Spark builds differently) gives None: the size is unknown and
-the batch takes the Spark path, which handles any size.
+than as the Spark path's jobs, and a ``count()`` would cost a job of its own; the driver then reads exactly these
+ranges itself (:mod:`.driver.kafka_fetch`). Spark's Kafka source plans one input partition per Kafka partition
+range (``KafkaBatchInputPartition.offsetRange``: topic, partition, from/until offsets), and the frame
+``foreachBatch`` hands over is a ``LogicalRDD`` whose RDD keeps those partitions. Anything else (another source, a
+plan Spark builds differently) gives None: the ranges are unknown and the batch takes the Spark path, which
+handles any size.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from cdcbridge.apply.driver.kafka_fetch import OffsetRange
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-def kafka_batch_messages(batch: DataFrame) -> int | None:
-    """The offsets of the Kafka ranges `batch` reads (its messages, or a few more where a range holds
-    transaction markers or compacted-away offsets), or None when the frame is not a Kafka micro-batch Spark
-    planned as expected."""
+def kafka_offset_ranges(batch: DataFrame) -> list[OffsetRange] | None:
+    """The Kafka ranges `batch` reads, or None when the frame is not a Kafka micro-batch Spark planned as
+    expected (or a bound is unresolved)."""
     try:
         plan = batch._jdf.queryExecution().analyzed()
         if plan.getClass().getSimpleName() != "LogicalRDD":
             return None
-        total = 0
+        ranges: list[OffsetRange] = []
         for partition in plan.rdd().partitions():
-            ranges = partition.inputPartitions()
-            for index in range(ranges.size()):
-                offsets = ranges.apply(index).offsetRange()
-                size = int(offsets.untilOffset()) - int(offsets.fromOffset())
-                if int(offsets.fromOffset()) < 0 or size < 0:
+            planned = partition.inputPartitions()
+            for index in range(planned.size()):
+                offsets = planned.apply(index).offsetRange()
+                start, until = int(offsets.fromOffset()), int(offsets.untilOffset())
+                if start < 0 or until < start:
                     return None  # an unresolved (earliest / latest) bound
-                total += size
-        return total
+                topic_partition = offsets.topicPartition()
+                ranges.append(OffsetRange(str(topic_partition.topic()), int(topic_partition.partition()), start, until))
+        return ranges
     except Exception:  # py4j raises for a method the object lacks: not a Kafka batch as expected
         return None
+
+
+def batch_messages(ranges: Sequence[OffsetRange]) -> int:
+    """The offsets of `ranges`: the batch's messages, or a few more where a range holds transaction markers or
+    compacted-away offsets."""
+    return sum(item.until_offset - item.from_offset for item in ranges)
+
+
+def kafka_batch_messages(batch: DataFrame) -> int | None:
+    """:func:`batch_messages` of the batch's ranges, or None when they are unknown."""
+    ranges = kafka_offset_ranges(batch)
+    return batch_messages(ranges) if ranges is not None else None

@@ -1,16 +1,17 @@
 """`cdcbridge apply`: the Structured Streaming job that reads the bridge's topics and applies them to a target.
 
-Shape: Kafka source (the configured tables' topics or a pattern, headers included) → ``foreachBatch``: for a target
-that takes Spark frames (Delta, PostgreSQL) the batch is decoded, validated, deduplicated and folded in the JVM and
-written in one guarded write with the batch marker (:mod:`.spark.batch`); the driver only reads counts. A batch
-holding anything that must be judged message by message (bad input, a row the target would refuse, ...) and
-every batch for the Tablestore target take the reference path instead: decode on Spark (:mod:`.spark.decode`),
-stream the batch (bounded by ``maxOffsetsPerTrigger``) to the driver and fold it there in Python
-(:mod:`.driver.micro_batch`). So does a small batch (at most ``apply.small_batch_max_messages``, known from its
-Kafka offset ranges, :mod:`.batch_size`), collected in one job: its few rows cost less on the driver than the Spark
-path's jobs, whose fixed cost does not shrink with the batch. The checkpoint location keeps the offsets, so a
-restart resumes at the first batch not committed to the checkpoint; Spark re-runs an interrupted batch with the
-same id and offsets, and the target's marker makes that a no-op.
+Shape: Kafka source (the configured tables' topics or a pattern, headers included) → ``foreachBatch``: for a target that
+takes Spark frames (Delta, PostgreSQL) the batch is decoded, validated, deduplicated and folded in the JVM and written
+in one guarded write with the batch marker (:mod:`.spark.batch`); the driver only reads counts. A batch holding anything
+that must be judged message by message (bad input, a row the target would refuse, ...) and every batch for the
+Tablestore target take the reference path instead: decode on Spark (:mod:`.spark.decode`), stream the batch (bounded by
+``maxOffsetsPerTrigger``) to the driver and fold it there in Python (:mod:`.driver.micro_batch`). So does a small batch
+(at most ``apply.small_batch_max_messages``, known from its Kafka offset ranges, :mod:`.batch_size`): its few rows cost
+less on the driver than the Spark path's jobs, whose fixed cost does not shrink with the batch. The driver reads and
+decodes those ranges itself, with no Spark job at all (:mod:`.driver.kafka_fetch`, :mod:`.driver.value_decode`); where
+it cannot (``apply.kafka_options`` needs the Java client, or the read fails or times out) the batch is collected in one
+Spark job. The checkpoint location keeps the offsets, so a restart resumes at the first batch not committed to the
+checkpoint; Spark re-runs an interrupted batch with the same id and offsets, and the target's marker makes that a no-op.
 
 Metrics (``observability.metrics_port``): one update per batch, never per message (:class:`ApplyMetrics`).
 
@@ -25,25 +26,28 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from cdcbridge.apply.batch_report import BatchReport
-from cdcbridge.apply.batch_size import kafka_batch_messages
+from cdcbridge.apply.batch_size import batch_messages, kafka_offset_ranges
 from cdcbridge.apply.core.policy import BadInputPolicy
 from cdcbridge.apply.core.purge import purge_horizon_ms
+from cdcbridge.apply.driver.kafka_fetch import FetchedMessage, KafkaFetchError, KafkaRangeReader, OffsetRange
+from cdcbridge.apply.driver.kafka_records import KafkaRecord
 from cdcbridge.apply.driver.micro_batch import MicroBatchApplier
+from cdcbridge.apply.driver.value_decode import EnvelopeDecoder
 from cdcbridge.apply.errors import ApplyError, ApplyJobError
-from cdcbridge.apply.kafka_source import kafka_source_options
+from cdcbridge.apply.kafka_source import driver_consumer_config, kafka_source_options
 from cdcbridge.apply.routing import TopicRouting
 from cdcbridge.apply.spark.batch import ReferencePathNeeded, SchemaIdsNeeded, SparkBatchApplier
 from cdcbridge.apply.spark.decode import UnknownSchemaId, decoded_records
 from cdcbridge.apply.target import ApplyTarget, SparkFoldTarget
 from cdcbridge.apply.targets.factory import build_target
 from cdcbridge.apply.topic_wait import wait_for_topics
-from cdcbridge.apply.writer_schemas import WriterSchemas
+from cdcbridge.apply.writer_schemas import WriterSchema, WriterSchemas
 from cdcbridge.config import BridgeConfig
 from cdcbridge.kafka.topics import TopicAdmin
 from cdcbridge.observability.metrics import ApplyMetrics, start_metrics_server
@@ -57,6 +61,9 @@ _POLL_SECONDS = 0.5
 _STOP_WAIT_SECONDS = 300.0  # a requested stop waits this long for the running batch to finish
 _MAX_NEW_SCHEMA_IDS = 20
 _MS_PER_HOUR = 3_600_000
+#: After this many small batches in a row the driver could not read, it stops trying for the job's life (each try
+#: may cost the read timeout).
+_MAX_DRIVER_FETCH_FAILURES = 3
 
 
 @dataclass
@@ -119,6 +126,10 @@ class _BatchHandler:
         self.wall_clock_ms = wall_clock_ms
         self.metrics = metrics
         self.next_purge = clock()
+        consumer_config = driver_consumer_config(config)
+        self.driver_fetch = KafkaRangeReader(consumer_config) if consumer_config is not None else None
+        self.decoder = EnvelopeDecoder()
+        self.driver_fetch_failures = 0
 
     def start(self, app_id: str) -> None:
         self.applier = MicroBatchApplier(self.target, self.routing, app_id, self.policy)
@@ -126,6 +137,10 @@ class _BatchHandler:
             self.spark_applier = SparkBatchApplier(self.target, self.routing, app_id)
         self.summary.app_id = app_id
         self.app_id_ready.set()
+
+    def close(self) -> None:
+        if self.driver_fetch is not None:
+            self.driver_fetch.close()
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         try:
@@ -142,7 +157,7 @@ class _BatchHandler:
                 "batch %d (%s): %d messages, %d applied, %d duplicates, %d stale, %d dead letters, %d rows written "
                 "in %.2fs (decode %.2f, read %.2f, fold %.2f, write %.2f)%s",
                 batch_id,
-                "spark" if report.spark_batches else "small batch" if report.small_batches else "reference path",
+                _path(report),
                 report.stats.messages,
                 report.stats.applied,
                 report.stats.duplicates,
@@ -183,11 +198,12 @@ class _BatchHandler:
         """Apply on Spark where the target allows it, else (or when the batch needs it, or is small) on the
         reference path; a schema id met for the first time is fetched and the batch decoded again (neither path
         writes before it has read the whole batch)."""
-        if self.spark_applier is not None and self._is_small(batch):
-            report = self._apply_reference(batch, batch_id, at_once=True)
-            report.small_batches = 1
-            return report
         if self.spark_applier is not None:
+            ranges = self._small_batch_ranges(batch)
+            if ranges is not None:
+                report = self._apply_small(batch, batch_id, ranges)
+                report.small_batches = 1
+                return report
             for _ in range(_MAX_NEW_SCHEMA_IDS):
                 try:
                     return self.spark_applier.apply(batch_id, batch, self.schemas.known())
@@ -198,19 +214,67 @@ class _BatchHandler:
                     break
         return self._apply_reference(batch, batch_id)
 
-    def _is_small(self, batch: DataFrame) -> bool:
-        """Whether the batch holds at most ``apply.small_batch_max_messages`` messages (its Kafka offset ranges
-        say, without a job): then the reference path is the cheaper one, one collect, a read of only the
-        batch's stored rows, a fold on the driver and one write, where the Spark path runs several jobs whose
-        fixed cost does not shrink with the batch (benchmarks/history.md, 2026-11-25 trickle)."""
-        messages = kafka_batch_messages(batch)
-        return messages is not None and messages <= self.config.apply.small_batch_max_messages
+    def _small_batch_ranges(self, batch: DataFrame) -> list[OffsetRange] | None:
+        """The batch's Kafka offset ranges (read from its plan, without a job) when it holds at most
+        ``apply.small_batch_max_messages`` messages: then the reference path is the cheaper one, a read of the
+        batch on the driver, a read of only its stored rows, a fold on the driver and one write, where the Spark
+        path runs several jobs whose fixed cost does not shrink with the batch (benchmarks/history.md,
+        2026-11-25 trickle)."""
+        ranges = kafka_offset_ranges(batch)
+        if ranges is None or batch_messages(ranges) > self.config.apply.small_batch_max_messages:
+            return None
+        return ranges
+
+    def _apply_small(self, batch: DataFrame, batch_id: int, ranges: list[OffsetRange]) -> BatchReport:
+        """A small batch read and decoded on the driver, or collected in one Spark job where the driver cannot
+        read it."""
+        started = time.perf_counter()
+        messages = self._read_on_driver(batch_id, ranges)
+        if messages is None:
+            return self._apply_reference(batch, batch_id, at_once=True)
+        seconds = time.perf_counter() - started
+        report = self._apply_records(batch_id, lambda schemas: self.decoder.records(messages, schemas))
+        report.driver_fetches = 1
+        report.seconds_decode += seconds
+        return report
+
+    def _read_on_driver(self, batch_id: int, ranges: list[OffsetRange]) -> list[FetchedMessage] | None:
+        """The batch's messages read by the driver's consumer, or None (the Spark job reads them)."""
+        if self.driver_fetch is None:
+            return None
+        try:
+            messages = self.driver_fetch.read(ranges)
+        except KafkaFetchError as error:
+            self.driver_fetch_failures += 1
+            if self.driver_fetch_failures >= _MAX_DRIVER_FETCH_FAILURES:
+                log.warning(
+                    "batch %d: the driver could not read %d small batches in a row (%s); small batches are read "
+                    "by a Spark job from now on",
+                    batch_id,
+                    self.driver_fetch_failures,
+                    error,
+                )
+                self.driver_fetch.close()
+                self.driver_fetch = None
+            else:
+                level = logging.WARNING if self.driver_fetch_failures == 1 else logging.INFO
+                log.log(level, "batch %d: the driver could not read it (%s); a Spark job reads it", batch_id, error)
+            return None
+        self.driver_fetch_failures = 0
+        return messages
 
     def _apply_reference(self, batch: DataFrame, batch_id: int, at_once: bool = False) -> BatchReport:
+        return self._apply_records(batch_id, lambda schemas: decoded_records(batch, schemas, at_once=at_once))
+
+    def _apply_records(
+        self, batch_id: int, records: Callable[[Mapping[int, WriterSchema]], Iterator[KafkaRecord]]
+    ) -> BatchReport:
+        """Apply the batch's records (decoded with the schemas known so far) on the driver; a schema id met for
+        the first time is fetched and the batch decoded again."""
         assert self.applier is not None
         for _ in range(_MAX_NEW_SCHEMA_IDS):
             try:
-                return self.applier.apply(batch_id, decoded_records(batch, self.schemas.known(), at_once=at_once))
+                return self.applier.apply(batch_id, records(self.schemas.known()))
             except UnknownSchemaId as unknown:
                 self.schemas.resolve([unknown.schema_id])
         raise ApplyJobError(f"batch {batch_id} holds more than {_MAX_NEW_SCHEMA_IDS} schema ids never seen before")
@@ -267,12 +331,22 @@ def run_apply(
         summary.seconds = time.monotonic() - started
         if restore is not None:
             restore()
+        handler.close()
         target.close()
         if server is not None:
             server.stop()
         if own_session:
             spark.stop()
     return summary
+
+
+def _path(report: BatchReport) -> str:
+    """Which way a batch went, for its log line."""
+    if report.spark_batches:
+        return "spark"
+    if report.small_batches:
+        return "small batch, read by the driver" if report.driver_fetches else "small batch"
+    return "reference path"
 
 
 def _topics_ready(config: BridgeConfig, stop_event: threading.Event | None) -> bool:

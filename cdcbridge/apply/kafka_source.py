@@ -6,6 +6,9 @@ keystore, Kerberos) goes through ``apply.kafka_options`` unchanged, with the ``k
 
 The Java consumer's fetch sizes are raised for large micro-batches (:data:`CONSUMER_DEFAULTS`); ``kafka_options``
 overrides them.
+
+A small batch is read by the driver itself with librdkafka (:mod:`.driver.kafka_fetch`), with the settings the
+bridge's producer connects with (:func:`driver_consumer_config`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,12 @@ _JAAS_MODULES = {
 #: Consumer settings for reading a micro-batch of up to ``max_offsets_per_trigger`` records: the Java client's
 #: defaults (500 records per poll, 1 MiB per partition per fetch) split a large batch into many small fetches.
 CONSUMER_DEFAULTS = {"max.poll.records": "10000", "max.partition.fetch.bytes": str(8 * 1024 * 1024)}
+
+
+#: ``apply.kafka_options`` keys that only tune the Java consumer's fetches: the driver's reader does without them.
+_TUNING_KEYS = frozenset(CONSUMER_DEFAULTS)
+#: ``apply.kafka_options`` keys librdkafka takes with the same name and meaning.
+_SHARED_KEYS = frozenset({"isolation.level"})
 
 
 def _jaas_quoted(text: str) -> str:
@@ -86,3 +95,16 @@ def kafka_source_options(config: BridgeConfig, routing: TopicRouting) -> dict[st
     for name, value in apply.kafka_options.items():
         options[name if name.startswith("kafka.") else f"kafka.{name}"] = value
     return options
+
+
+def driver_consumer_config(config: BridgeConfig) -> dict[str, str] | None:
+    """librdkafka settings for reading a small batch on the driver: the bridge's own connection and security
+    settings (as its producer has them), or None when ``apply.kafka_options`` holds anything but fetch tuning and
+    ``isolation.level``. Such a key (a keystore, a JAAS or Kerberos setting, ...) is a Java client property with
+    no sure librdkafka equal and may be what it takes to connect, so those batches are read by Spark's source."""
+    options = {name.removeprefix("kafka."): value for name, value in config.apply.kafka_options.items()}
+    if any(name not in _TUNING_KEYS and name not in _SHARED_KEYS for name in options):
+        return None
+    shared = {name: value for name, value in options.items() if name in _SHARED_KEYS}
+    app_id = config.apply.app_id
+    return {**config.kafka.client_config(), "client.id": f"{app_id}-driver", "group.id": f"{app_id}-driver", **shared}

@@ -1,10 +1,11 @@
 """What the driver receives per Kafka message, and how it becomes the envelope dict the pure core decodes.
 
-Spark does the heavy part (framing check, ``from_avro`` into our reader schema, union flattening) and hands the
-driver one :class:`KafkaRecord` per message with the envelope as compact JSON (short field names, each Avro union
-as a one-key object: ``{"l": 5}``, ``{"b": "<base64>"}``), because Python parses JSON far faster than it builds
-nested Spark ``Row`` objects. This module turns that JSON back into the DESIGN §6 field names, with the message's
-topic/partition/offset attached so every error and dead letter names it. Nothing here imports Spark.
+A small batch is read and decoded on the driver itself (:mod:`.value_decode`): its records carry the envelope dict
+already (``decoded``). Otherwise Spark does the heavy part (framing check, ``from_avro`` into our reader schema, union
+flattening) and hands the driver one :class:`KafkaRecord` per message with the envelope as compact JSON (short field
+names, each Avro union as a one-key object: ``{"l": 5}``, ``{"b": "<base64>"}``), because Python parses JSON far faster
+than it builds nested Spark ``Row`` objects. This module turns that JSON back into the DESIGN §6 field names, with the
+message's topic/partition/offset attached so every error and dead letter names it. Nothing here imports Spark.
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ _COMMON = (("s", "seq"), ("d", "row_deleted"))
 class KafkaRecord:
     """One Kafka message as collected from a micro-batch.
 
-    ``body`` is the compact JSON of the decoded envelope (None for a tombstone or an undecodable value) and
-    ``message_format`` the envelope's format (from the writer schema). ``problem`` says why a non-null value did
-    not decode; ``raw`` then holds the value bytes for the dead letter. ``seq_key_header`` is the
-    seq-key header (TOMBSTONE_SEQ_KEY_HEADER) of a tombstone.
+    ``body`` is the compact JSON of the envelope Spark decoded, or ``decoded`` the envelope dict the driver decoded
+    itself (DESIGN §6 names, without the message's location); both None for a tombstone or an undecodable value.
+    ``message_format`` is the envelope's format (from the writer schema). ``problem`` says why a non-null value did not
+    decode; ``raw`` then holds the value bytes for the dead letter. ``seq_key_header`` is the seq-key header
+    (TOMBSTONE_SEQ_KEY_HEADER) of a tombstone.
     """
 
     topic: str
@@ -45,6 +47,12 @@ class KafkaRecord:
     problem: str | None = None
     raw: bytes | None = None
     seq_key_header: str | None = None
+    decoded: dict[str, Any] | None = None
+
+    @property
+    def has_envelope(self) -> bool:
+        """Whether the value decoded (as compact JSON on Spark or as a dict on the driver)."""
+        return self.problem is None and (self.body is not None or self.decoded is not None)
 
     @property
     def location(self) -> MessageLocation:
@@ -69,15 +77,15 @@ def envelope(record: KafkaRecord) -> dict[str, Any]:
     """The envelope dict of a decoded (non-tombstone) record, ready for
     :func:`~cdcbridge.apply.core.operations.decode_message`; raises :class:`UndecodableMessageError` if the body is
     not the compact JSON this job's Spark side writes."""
-    if record.body is None or record.message_format is None:
+    if record.message_format is None or not record.has_envelope:
         raise undecodable(record)
+    if record.decoded is not None:
+        return {**_located(record), **record.decoded}
+    assert record.body is not None
     try:
         compact = json.loads(record.body)
         message: dict[str, Any] = {
-            "_format": record.message_format.value,
-            "_topic": record.topic,
-            "_partition": record.partition,
-            "_offset": record.offset,
+            **_located(record),
             "source": {"table": compact.get("t")},
             "timestamp": compact.get("ts"),
             "pk": [{"name": item.get("n"), "value": union_value(item.get("v"))} for item in compact.get("pk") or ()],
@@ -100,6 +108,17 @@ def envelope(record: KafkaRecord) -> dict[str, Any]:
             f"decoded value is not the expected envelope JSON ({error})", location=record.location
         ) from None
     return message
+
+
+def _located(record: KafkaRecord) -> dict[str, Any]:
+    """The fields an envelope dict gets from where its message was: format, topic, partition, offset."""
+    assert record.message_format is not None
+    return {
+        "_format": record.message_format.value,
+        "_topic": record.topic,
+        "_partition": record.partition,
+        "_offset": record.offset,
+    }
 
 
 def tombstone(record: KafkaRecord, table: str, pk_names: tuple[str, ...]) -> dict[str, Any]:

@@ -98,7 +98,7 @@ class MicroBatchApplier:
                 if record.tombstone:
                     self._route_tombstone(record, collected, report)
                     continue
-                if record.problem is not None or record.body is None:
+                if not record.has_envelope:
                     raise undecodable(record)
                 message = envelope(record)
                 operation = decode_message(message, message_format=record.message_format)

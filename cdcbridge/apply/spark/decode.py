@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from cdcbridge.apply.driver.framing import HEADER_BYTES, UnknownSchemaId, problem_of
 from cdcbridge.apply.driver.kafka_records import KafkaRecord
 from cdcbridge.apply.writer_schemas import WriterSchema
 from cdcbridge.contract import TOMBSTONE_SEQ_KEY_HEADER, MessageFormat
@@ -23,9 +24,6 @@ from cdcbridge.formats import schema_text
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
-
-#: Confluent wire format: magic byte 0, 4-byte big-endian schema id, then the Avro body.
-HEADER_BYTES = 5
 
 _VALUE_UNION = "struct<z:boolean,l:bigint,d:double,s:string,b:binary>"
 _PK_UNION = "struct<l:bigint,s:string,b:binary>"
@@ -66,14 +64,6 @@ def framing_columns() -> dict[str, Column]:
 def with_framing(batch: DataFrame) -> DataFrame:
     """Adds the :func:`framing_columns`."""
     return batch.withColumns(framing_columns())
-
-
-class UnknownSchemaId(Exception):
-    """A batch holds a schema id the driver has not fetched yet: fetch it and decode the batch again."""
-
-    def __init__(self, schema_id: int) -> None:
-        super().__init__(f"schema id {schema_id} is not loaded yet")
-        self.schema_id = schema_id
 
 
 def decoded_struct(schemas: Mapping[int, WriterSchema], message_format: MessageFormat) -> Column | None:
@@ -130,22 +120,6 @@ def decode_frame(framed: DataFrame, schemas: Mapping[int, WriterSchema]) -> Data
         F.when(body_column.isNull() & F.col("value").isNotNull(), F.col("value")).alias("_raw"),
         header.alias("_seq_header"),
     )
-
-
-def problem_of(vlen: int | None, magic: int | None, schema: WriterSchema | None, sid: int | None) -> str:
-    """Why a non-null value has no decoded body."""
-    if vlen is not None and vlen < HEADER_BYTES:
-        return f"value of {vlen} bytes is shorter than the Confluent wire-format header (magic byte 0 + schema id)"
-    if magic != 0:
-        return (
-            f"magic byte {magic} is not 0: the value is not Avro in the Confluent wire format (a schema id in a "
-            "header, or another serializer?)"
-        )
-    if schema is None:
-        return f"schema id {sid} could not be resolved"
-    if schema.problem is not None:
-        return schema.problem
-    return f"value does not decode as Avro with writer schema id {sid} ({schema.message_format})"
 
 
 def to_record(row: Sequence[Any], schemas: Mapping[int, WriterSchema]) -> KafkaRecord:

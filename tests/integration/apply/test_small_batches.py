@@ -1,6 +1,7 @@
-"""Small micro-batches (at most ``apply.small_batch_max_messages``) with real Kafka: the job reads a batch's size
-from its offset ranges, applies it on the driver (one collect, a read of only its stored rows, one write) and
-leaves the target exact: redelivered increments across batches count once, a deleted row put again lives, a key
+"""Small micro-batches (at most ``apply.small_batch_max_messages``) with real Kafka: the job reads a batch's offset
+ranges from its plan, reads those offsets on the driver itself (no Spark job; or one collect where
+``apply.kafka_options`` needs the Java client), applies the batch there (a read of only its stored rows, one write)
+and leaves the target exact: redelivered increments across batches count once, a deleted row put again lives, a key
 changed in consecutive tiny batches ends with the last change; new keys are appended, stored ones MERGEd."""
 
 from __future__ import annotations
@@ -53,8 +54,23 @@ def test_small_batches_leave_the_target_equal_to_the_source(stack, spark, tmp_pa
     config = job_config(stack, prefix, tmp_path, small_batch_max_messages=1000)
     summary = run_apply(config, once=True, spark=spark).as_dict()
     assert summary["messages"] == len(work.messages) + len(work.evolved)
-    assert summary["small_batches"] == summary["batches"] >= 4
+    assert summary["small_batches"] == summary["driver_fetches"] == summary["batches"] >= 4
     assert summary["spark_batches"] == 0 and summary["duplicates"] + summary["stale"] > 0
+    for table in ("users", "items"):
+        assert delta_live(spark, f"{tmp_path}/delta/{table}") == work.expected(table)
+
+
+def test_small_batches_are_collected_by_spark_when_the_kafka_options_need_the_java_client(
+    stack, spark, tmp_path: Path
+) -> None:
+    prefix = unique_prefix()
+    work = make_workload(prefix, seed=32)
+    produce_workload(stack, work)
+    java_only = {"client.dns.lookup": "use_all_dns_ips"}  # no librdkafka equal: the driver does not read
+    config = job_config(stack, prefix, tmp_path, small_batch_max_messages=1000, kafka_options=java_only)
+    summary = run_apply(config, once=True, spark=spark).as_dict()
+    assert summary["messages"] == len(work.messages) + len(work.evolved)
+    assert summary["small_batches"] == summary["batches"] >= 2 and summary["driver_fetches"] == 0
     for table in ("users", "items"):
         assert delta_live(spark, f"{tmp_path}/delta/{table}") == work.expected(table)
 
@@ -80,6 +96,7 @@ class _TinyBatches:
         produce(self.stack, list(messages))
         summary = run_apply(self.config, once=True, spark=self.spark).as_dict()
         assert (summary["batches"], summary["small_batches"], summary["messages"]) == (1, 1, len(messages))
+        assert summary["driver_fetches"] == 1
         last = self.spark.sql(f"DESCRIBE HISTORY delta.`{self.path}` LIMIT 1").first()
         mode = (last["operationParameters"] or {}).get("mode") if last["operation"] == "WRITE" else None
         return f"WRITE {mode}" if mode else last["operation"]

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cdcbridge.apply.driver.kafka_records import KafkaRecord
 from cdcbridge.contract import TOMBSTONE_SEQ_KEY_HEADER, MessageFormat
+from cdcbridge.formats import schema_text
 from cdcbridge.harness.bench.apply_workload import OutgoingMessage
 
 _TAGS = {"boolean": "z", "long": "l", "double": "d", "string": "s", "bytes": "b"}
@@ -102,3 +104,30 @@ def batches(records: Sequence[KafkaRecord], cuts: Iterable[int]) -> list[list[Ka
         start = cut
     out.append(list(records[start:]))
     return [batch for batch in out if batch]
+
+
+def same(left: Any, right: Any) -> bool:
+    """Equality where NaN equals NaN and a float never equals an int or a bool (types must match too)."""
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(same(left[k], right[k]) for k in left)
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(same(a, b) for a, b in zip(left, right, strict=True))
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, float) and math.isnan(left):
+        return math.isnan(right)
+    return left == right
+
+
+def evolved_writer() -> dict[str, Any]:
+    """MUTATE_LOG as another bridge version wrote it: no ``amount`` in cells and no ``op_index``, a field ours
+    lacks, and a mutation type ours does not know."""
+    writer = json.loads(schema_text(MessageFormat.MUTATE_LOG))
+    seq = next(field for field in writer["fields"] if field["name"] == "seq")
+    seq["type"]["fields"] = [field for field in seq["type"]["fields"] if field["name"] != "op_index"]
+    cells = next(field for field in writer["fields"] if field["name"] == "cells")
+    cells["type"]["items"]["fields"] = [f for f in cells["type"]["items"]["fields"] if f["name"] != "amount"]
+    kind = next(field for field in writer["fields"] if field["name"] == "type")
+    kind["type"]["symbols"] = [*kind["type"]["symbols"], "UPSERT"]
+    writer["fields"].append({"name": "note", "type": ["null", "string"], "default": None})
+    return writer

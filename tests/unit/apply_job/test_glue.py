@@ -90,6 +90,26 @@ def test_kafka_source_fetches_large_batches_unless_the_configuration_says_otherw
     assert overridden["kafka.max.partition.fetch.bytes"] == "65536"
 
 
+def test_the_driver_reads_with_the_bridges_kafka_settings_unless_java_only_options_are_set() -> None:
+    from cdcbridge.apply.kafka_source import driver_consumer_config
+
+    kafka = {"bootstrap_servers": "k:9093", "security": {"protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
+             "sasl_username": "u", "sasl_password": "p"}}  # fmt: skip
+
+    def settings(options: dict[str, str]) -> dict[str, str] | None:
+        data = {"source": {"tables": [{"name": "a"}]}, "kafka": kafka,
+                "apply": {"app_id": "job", "kafka_options": options}}  # fmt: skip
+        return driver_consumer_config(parse_config(data, environ={}))
+
+    plain = settings({"max.poll.records": "100", "kafka.max.partition.fetch.bytes": "1"})
+    assert plain is not None and plain["bootstrap.servers"] == "k:9093" and plain["sasl.password"] == "p"
+    assert plain["security.protocol"] == "SASL_SSL" and plain["group.id"] == "job-driver"
+    assert "max.poll.records" not in plain and "isolation.level" not in plain
+    assert settings({"isolation.level": "read_committed"})["isolation.level"] == "read_committed"
+    assert settings({"ssl.keystore.location": "/k.jks"}) is None
+    assert settings({"kafka.sasl.jaas.config": "x"}) is None
+
+
 def test_a_client_certificate_in_two_files_is_refused_with_the_fix() -> None:
     bad = config().model_copy(deep=True)
     security = bad.kafka.security.model_copy(update={"ssl_certificate_location": "/c", "ssl_key_location": "/k"})

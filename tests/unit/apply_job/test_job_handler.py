@@ -166,16 +166,39 @@ class SparkMemoryTarget(MemoryTarget, SparkFoldTarget):
         raise AssertionError("not called: the Spark applier is replaced")
 
 
-def test_a_batch_of_at_most_the_threshold_goes_to_the_driver_in_one_collect_and_larger_ones_to_spark(
-    monkeypatch,
-) -> None:
+class FakeReader:
+    """Stands in for the driver's Kafka reader: the messages of a batch's ranges, or a failure."""
+
+    def __init__(self, messages=(), error: str | None = None) -> None:
+        self.messages, self.error = list(messages), error
+        self.reads: list[list] = []
+        self.closed = False
+
+    def read(self, ranges):
+        from cdcbridge.apply.driver.kafka_fetch import KafkaFetchError
+
+        self.reads.append(list(ranges))
+        if self.error is not None:
+            raise KafkaFetchError(self.error)
+        return self.messages
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _small_batch_handler(monkeypatch, apply: dict | None = None):
+    """A Spark-target handler whose batches "five", "six" and "unknown" have 5, 6 and unknown messages (the
+    threshold is 5); returns the handler, the Spark collects and the batches sent to the Spark path."""
     from cdcbridge.apply import job
     from cdcbridge.apply.batch_report import BatchReport
+    from cdcbridge.apply.driver.kafka_fetch import OffsetRange
 
-    config = parse_config({"source": {"tables": [{"name": "a"}]}, "apply": {"small_batch_max_messages": 5}},
-                          environ={})  # fmt: skip
-    sizes = {"five": 5, "six": 6, "unknown": None}
-    monkeypatch.setattr(job, "kafka_batch_messages", lambda batch: sizes[batch])
+    settings = {"source": {"tables": [{"name": "a", "formats": ["RECORD_IMAGE"]}]},
+                "apply": {"small_batch_max_messages": 5, **(apply or {})}}  # fmt: skip
+    config = parse_config(settings, environ={})
+    ranges = {"five": [OffsetRange("t", 0, 10, 12), OffsetRange("t", 1, 0, 3)], "six": [OffsetRange("t", 0, 0, 6)],
+              "unknown": None}  # fmt: skip
+    monkeypatch.setattr(job, "kafka_offset_ranges", lambda batch: ranges[batch])
     collected: list[tuple[str, bool]] = []
 
     def decoded(batch, schemas, at_once=False):
@@ -193,10 +216,47 @@ def test_a_batch_of_at_most_the_threshold_goes_to_the_driver_in_one_collect_and_
         return BatchReport(spark_batches=1)
 
     monkeypatch.setattr(handler.spark_applier, "apply", on_spark_path)
-    assert handler._apply("five", 0).small_batches == 1
+    return handler, collected, on_spark
+
+
+def test_a_batch_of_at_most_the_threshold_is_read_by_the_driver_and_larger_ones_go_to_spark(monkeypatch) -> None:
+    from cdcbridge.apply.driver.kafka_fetch import FetchedMessage, OffsetRange
+
+    handler, collected, on_spark = _small_batch_handler(monkeypatch)
+    assert handler.driver_fetch is not None  # no Java-only Kafka option: the driver reads
+    tombstone = FetchedMessage("cdc.a.image", 0, 10, b"[1]", None)
+    handler.driver_fetch = reader = FakeReader([tombstone])
+    small = handler._apply("five", 0)
+    assert (small.small_batches, small.driver_fetches, small.stats.messages) == (1, 1, 1)
+    assert small.tombstones_unknown_table == 1  # the message read went through the applier
+    assert reader.reads == [[OffsetRange("t", 0, 10, 12), OffsetRange("t", 1, 0, 3)]]
     assert handler._apply("six", 1).spark_batches == 1
     assert handler._apply("unknown", 2).spark_batches == 1
-    assert collected == [("five", True)] and on_spark == ["six", "unknown"]
+    assert collected == [] and on_spark == ["six", "unknown"]  # no Spark job read the small batch
+    handler.close()
+    assert reader.closed
+
+
+def test_a_small_batch_the_driver_cannot_read_is_collected_by_one_spark_job(monkeypatch, caplog) -> None:
+    import logging
+
+    handler, collected, _ = _small_batch_handler(monkeypatch)
+    handler.driver_fetch = reader = FakeReader(error="read no end of t[0] offsets 10-11 (0 read) within 10s")
+    with caplog.at_level(logging.INFO, logger="cdcbridge.apply.job"):
+        reports = [handler._apply("five", batch_id) for batch_id in range(4)]
+    assert [(r.small_batches, r.driver_fetches) for r in reports] == [(1, 0)] * 4
+    assert collected == [("five", True)] * 4 and len(reader.reads) == 3  # three failures in a row: no more tries
+    assert handler.driver_fetch is None and reader.closed
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2 and "within 10s" in warnings[0] and "from now on" in warnings[1]
+
+
+def test_java_only_kafka_options_leave_small_batches_to_a_spark_job(monkeypatch) -> None:
+    handler, collected, _ = _small_batch_handler(monkeypatch, {"kafka_options": {"sasl.jaas.config": "x"}})
+    assert handler.driver_fetch is None
+    assert handler._apply("five", 0).small_batches == 1 and collected == [("five", True)]
+    tuned, _, _ = _small_batch_handler(monkeypatch, {"kafka_options": {"kafka.max.poll.records": "50"}})
+    assert tuned.driver_fetch is not None
 
 
 def test_the_kafka_lag_is_the_largest_partition_lag_of_any_source() -> None:
