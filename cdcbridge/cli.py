@@ -571,9 +571,17 @@ def bench_apply(ctx: click.Context, batch_sizes: str, batches: int, targets: str
                               targets=tuple(targets.split(",")), warmup_batches=warmup_batches,
                               first_load_rows=first_load_rows, trickle_seconds=trickle_seconds,
                               trickle_trigger=trickle_trigger)  # fmt: skip
-    # freshness only (no throughput, no first load): stored apart, so it does not replace a full run's figures
-    name = "apply" if sizes or first_load_rows else "apply-trickle"
-    _report(ctx, name, {k: v for k, v in figures.items() if not isinstance(v, dict | list)})
+    flat = {k: v for k, v in figures.items() if not isinstance(v, dict | list)}
+    if sizes:
+        _report(ctx, "apply", flat)
+        return
+    # without the throughput runs, the first load and the trickle are stored apart, so that neither replaces a full
+    # run's figures
+    first_load = {k: v for k, v in flat.items() if not k.startswith(("delta_trickle.", "delta_freshness."))}
+    if first_load_rows:
+        _report(ctx, "apply-first-load", first_load)
+    if trickle_seconds:
+        _report(ctx, "apply-trickle", {k: v for k, v in flat.items() if not k.startswith("delta_first_load.")})
 
 
 @bench.command("bridge")
