@@ -26,6 +26,8 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -48,6 +50,9 @@ public final class StreamClientConformance {
     private final Map<String, Worker> workers = new LinkedHashMap<>();
     private final List<SyncClient> workerClients = new ArrayList<>();
     private final ExecutorService workerThreads = Executors.newCachedThreadPool();
+    /** Per worker: its run loop and the executor its shard tasks (reads, processing) run on. */
+    private final Map<String, Future<?>> workerLoops = new LinkedHashMap<>();
+    private final Map<String, ExecutorService> workerTasks = new LinkedHashMap<>();
     /** Each phase builds on the one before: once one failed, the later ones fail at once instead of waiting. */
     private String brokenPhase;
 
@@ -142,15 +147,17 @@ public final class StreamClientConformance {
         stream.setStatusTableName(settings.table("streamclient_status"));
         stream.setMaxRecords(50);
         Worker worker;
+        ExecutorService tasks = Executors.newCachedThreadPool();
         try {
             worker = new Worker(workerId, config, stream,
-                    new RecordingProcessor.Factory(workerId, deliveries, arrivals), Executors.newCachedThreadPool());
+                    new RecordingProcessor.Factory(workerId, deliveries, arrivals), tasks);
         } catch (ClientException error) {
             throw new AssertionError("creating " + workerId + " (it reads the data table's stream details with "
                     + "DescribeTable): " + error.getMessage(), error);
         }
         workers.put(workerId, worker);
-        workerThreads.submit(worker);
+        workerTasks.put(workerId, tasks);
+        workerLoops.put(workerId, workerThreads.submit(worker));
     }
 
     /** Stop a Worker and wait until it has (so nothing written afterwards can reach it). */
@@ -164,6 +171,19 @@ public final class StreamClientConformance {
                         + worker.getWorkerStatus());
             }
             Thread.sleep(100);
+        }
+        // SHUTDOWN is only a flag: the run loop may still be in its last pass, and shard tasks it submitted may still
+        // read the stream. The worker has stopped once both are over.
+        try {
+            workerLoops.get(workerId).get(PHASE_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+        } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException error) {
+            throw new AssertionError(workerId + "'s run loop did not end after its shutdown: " + error, error);
+        }
+        ExecutorService tasks = workerTasks.get(workerId);
+        tasks.shutdown();
+        if (!tasks.awaitTermination(PHASE_TIMEOUT_MS, TimeUnit.MILLISECONDS)) {
+            throw new AssertionError(workerId + "'s shard tasks still ran " + PHASE_TIMEOUT_MS / 1000
+                    + " s after its shutdown");
         }
     }
 
@@ -283,6 +303,7 @@ public final class StreamClientConformance {
     private void close() {
         workers.values().forEach(Worker::shutdown);
         workerThreads.shutdownNow();
+        workerTasks.values().forEach(ExecutorService::shutdownNow);
         workerClients.forEach(SyncClient::shutdown);
         writer.shutdown();
     }
