@@ -46,9 +46,3 @@ def batch_messages(ranges: Sequence[OffsetRange]) -> int:
     """The offsets of `ranges`: the batch's messages, or a few more where a range holds transaction markers or
     compacted-away offsets."""
     return sum(item.until_offset - item.from_offset for item in ranges)
-
-
-def kafka_batch_messages(batch: DataFrame) -> int | None:
-    """:func:`batch_messages` of the batch's ranges, or None when they are unknown."""
-    ranges = kafka_offset_ranges(batch)
-    return batch_messages(ranges) if ranges is not None else None

@@ -115,7 +115,7 @@ def _resolved(value: Any, reader: Any, named: dict[str, Any]) -> Any:
     the reader's shape applied here."""
     if isinstance(reader, str):
         reader = named.get(reader, reader)
-    if isinstance(reader, list) or not isinstance(reader, dict):
+    if not isinstance(reader, dict):
         return value  # a union of primitives, or a primitive: the value as written
     kind = reader["type"]
     if kind == "record":

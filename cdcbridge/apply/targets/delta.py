@@ -315,8 +315,12 @@ class DeltaTarget(SparkFoldTarget):
         path = self.path(table)
         snapshot = self._snapshot(path)
         read = self._rows_read.get(table)
-        looked_up = read.keys if read is not None and read.version == int(snapshot.version()) else frozenset()
-        if read is not None and not read.found and all(row.pk in looked_up for row in rows):
+        if (
+            read is not None
+            and read.version == int(snapshot.version())
+            and not read.found
+            and all(row.pk in read.keys for row in rows)
+        ):
             return True
         return not self._key_bounds.files(path, snapshot, list(shape.pk)).files
 

@@ -118,7 +118,7 @@ class DeltaKeyBounds:
         known = self._tables.get(path)
         if known is not None and known.version < version:
             try:
-                self._bring_forward(known, path, version, pk_names)
+                self._bring_forward(known, snapshot, pk_names)
             except Exception as error:  # a commit the log no longer holds (cleaned up), or one we cannot read
                 log.info("rebuilding the file list of %s at version %d: %s", path, version, error)
                 known = None
@@ -127,10 +127,9 @@ class DeltaKeyBounds:
         self._tables[path] = known
         return known
 
-    def _bring_forward(self, known: TableFiles, path: str, version: int, pk_names: Sequence[str]) -> None:
-        jvm = self.spark._jvm
-        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, path)
-        changes = delta_log.getChanges(known.version + 1, version, True)
+    def _bring_forward(self, known: TableFiles, snapshot: Any, pk_names: Sequence[str]) -> None:
+        version = int(snapshot.version())
+        changes = snapshot.deltaLog().getChanges(known.version + 1, version, True)
         while changes.hasNext():
             entry = changes.next()
             commit = int(entry._1())

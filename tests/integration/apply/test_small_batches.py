@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cdcbridge.apply.batch_size import kafka_batch_messages
+from cdcbridge.apply.batch_size import batch_messages, kafka_offset_ranges
 from cdcbridge.apply.job import run_apply
 from cdcbridge.apply.targets.delta import DeltaTarget
 from cdcbridge.formats.keys import encode_key
@@ -26,7 +26,8 @@ def test_the_batch_size_comes_from_the_kafka_offsets(stack, spark, tmp_path: Pat
     sizes: list[tuple[int | None, int]] = []
 
     def record(batch: Any, batch_id: int) -> None:
-        sizes.append((kafka_batch_messages(batch), batch.count()))
+        ranges = kafka_offset_ranges(batch)
+        sizes.append((batch_messages(ranges) if ranges is not None else None, batch.count()))
 
     query = (
         spark.readStream.format("kafka")
@@ -44,7 +45,7 @@ def test_the_batch_size_comes_from_the_kafka_offsets(stack, spark, tmp_path: Pat
     assert len(sizes) >= 3
     assert all(size == count for size, count in sizes)
     assert sum(count for _, count in sizes) == len(work.messages)
-    assert kafka_batch_messages(spark.range(3)) is None  # not a Kafka micro-batch: unknown
+    assert kafka_offset_ranges(spark.range(3)) is None  # not a Kafka micro-batch: unknown
 
 
 def test_small_batches_leave_the_target_equal_to_the_source(stack, spark, tmp_path: Path) -> None:

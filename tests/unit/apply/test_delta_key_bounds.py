@@ -91,7 +91,7 @@ def test_a_log_that_cannot_be_followed_is_rebuilt_from_the_snapshot(monkeypatch)
         rebuilt.append(snapshot.version())
         return TableFiles(snapshot.version(), {})
 
-    def lost_commit(known: TableFiles, path: str, version: int, pk_names: Any) -> None:
+    def lost_commit(known: TableFiles, snapshot: Any, pk_names: Any) -> None:
         raise LookupError("commit 2 is missing from the log")
 
     monkeypatch.setattr(bounds, "_rebuild", rebuild)
