@@ -11,7 +11,8 @@ from cdcbridge.apply.core.fold import ApplyStats
 class BatchReport:
     """What one micro-batch did (added up over a run in the job summary).
 
-    ``spark_batches`` counts batches applied on Spark (:mod:`.spark.batch`), the others took the driver path,
+    ``spark_batches`` counts batches applied on Spark (:mod:`.spark.batch`), ``new_key_batches`` of them folded message
+    by message because no key repeated or was stored (:mod:`.spark.new_keys`); the others took the driver path,
     ``small_batches`` of them because they were small (``apply.small_batch_max_messages``), and ``driver_fetches`` of
     those read from Kafka by the driver itself rather than a Spark job. Phases: on this path decode = read (collect, or
     the driver's own read) + validate, read = target rows, fold, write; on Spark, decode = planning the batch's decoding
@@ -24,6 +25,7 @@ class BatchReport:
     batches: int = 0
     batches_skipped: int = 0
     spark_batches: int = 0
+    new_key_batches: int = 0
     small_batches: int = 0
     driver_fetches: int = 0
     tables_skipped: int = 0

@@ -343,7 +343,7 @@ def run_apply(
 def _path(report: BatchReport) -> str:
     """Which way a batch went, for its log line."""
     if report.spark_batches:
-        return "spark"
+        return "spark, new keys" if report.new_key_batches else "spark"
     if report.small_batches:
         return "small batch, read by the driver" if report.driver_fetches else "small batch"
     return "reference path"

@@ -41,6 +41,9 @@ class FoldedTable:
     rows: DataFrame
     #: The target files holding the changed rows, for a target whose current rows name them (``file``).
     files: frozenset[str] = frozenset()
+    #: How many of the changed rows the target does not hold yet (no ``file``; all of them for a target that names
+    #: no files).
+    rows_new: int = 0
 
     @property
     def rows_changed(self) -> int:
@@ -105,6 +108,15 @@ class SparkFoldTarget(ApplyTarget):
         STATE_TYPE`) and optionally ``file`` (the file holding the row), at least those whose (table, pk) is in
         `grouped` (the batch's rows); None if the target holds none of the tables. Lazy where it can be: Spark
         evaluates it inside the fold's job."""
+
+    def stored_among(self, tables: Collection[str], keys: DataFrame) -> DataFrame | None:
+        """The rows of `keys` (``table``, ``pk``) whose key the target holds in `tables`, with at least ``table``;
+        None if it holds none of the tables. Default: matched against :meth:`current_rows`; a target that can
+        match its key columns alone does that instead."""
+        current = self.current_rows(tables, keys)
+        if current is None:
+            return None
+        return current.select("table", "pk").join(keys, on=["table", "pk"], how="left_semi")
 
     @abstractmethod
     def refusal(self, folded: FoldedTable) -> str | None:

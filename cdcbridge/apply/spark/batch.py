@@ -12,6 +12,9 @@ Steps per batch (see :mod:`.operations` and :mod:`.fold` for what runs in Spark)
 3. The target writes each table's changed rows with the guard and the batch marker (Delta: one MERGE per
    table, or an append when no changed row is stored yet; PostgreSQL: one transaction).
 
+A batch whose keys each have one operation and are not stored skips the grouping in steps 1 and 2: it is folded
+message by message, and its checks run in the summary's job (:mod:`.new_keys`).
+
 The batch goes to the reference path, :class:`~cdcbridge.apply.driver.micro_batch.MicroBatchApplier`, instead, before
 anything is written, when it holds anything the reference path must judge message by message: bad input (it
 raises or dead-letters as configured), an INCREMENT the fold cannot apply, a row the target would refuse, or a
@@ -34,6 +37,7 @@ from cdcbridge.apply.routing import TopicRouting
 from cdcbridge.apply.spark.columns import ColumnCache
 from cdcbridge.apply.spark.fold import fold_rows, grouped_operations
 from cdcbridge.apply.spark.kernel import KernelFunction
+from cdcbridge.apply.spark.new_keys import REPEATED_KEYS, STORED_KEYS, NewKeyPlanner, key_checks, per_message_groups
 from cdcbridge.apply.spark.operations import normalized_operations
 from cdcbridge.apply.target import FoldedTable, SparkFoldTarget
 from cdcbridge.apply.writer_schemas import WriterSchema
@@ -79,6 +83,7 @@ class SparkBatchApplier:
         self.target = target
         self.routing = routing
         self.app_id = app_id
+        self.new_keys = NewKeyPlanner()
 
     def apply(self, batch_id: int, batch: DataFrame, schemas: Mapping[int, WriterSchema]) -> BatchReport:
         """Apply one batch; raises :class:`ReferencePathNeeded` or :class:`SchemaIdsNeeded` before writing
@@ -88,24 +93,60 @@ class SparkBatchApplier:
         image_tables = [t for t, f in self.routing.applied_formats.items() if f is MessageFormat.RECORD_IMAGE]
         pk_names = {table: names for table in image_tables if (names := self.target.pk_names(table)) is not None}
         normalized = normalized_operations(batch, schemas, self.routing, pk_names)
+        if not self.new_keys.worth_trying(self.routing.applied_formats):
+            return self._apply_grouped(batch_id, normalized, report, started)
+        with _persisted(normalized) as decoded:
+            if self._apply_new_keys(batch_id, decoded, report, started):
+                report.new_key_batches = 1
+                return report
+            return self._apply_grouped(batch_id, decoded, report, time.perf_counter())
+
+    def _apply_new_keys(self, batch_id: int, decoded: DataFrame, report: BatchReport, started: float) -> bool:
+        """The new-key path (:mod:`.new_keys`): the batch folded message by message and written, if no key of it
+        repeats or is stored; False (nothing written) if one does."""
+        from pyspark.sql import functions as F
+
+        report.seconds_decode = time.perf_counter() - started
+        started = time.perf_counter()
+        keys = decoded.where(F.col("table").isNotNull()).select("table", "pk")
+        stored = self.target.stored_among(list(self.routing.applied_formats), keys)
+        report.seconds_read = time.perf_counter() - started
+        started = time.perf_counter()
+        folded = fold_rows(per_message_groups(decoded), None)
+        head, tables, checks = self._summarize(folded, key_checks(decoded, stored))
+        if any(checks.values()):
+            report.seconds_fold = time.perf_counter() - started
+            return False
+        self._write(batch_id, head, tables, report, started)
+        return True
+
+    def _apply_grouped(self, batch_id: int, normalized: DataFrame, report: BatchReport, started: float) -> BatchReport:
+        """The grouped path: each row's operations grouped (one shuffle), joined with its stored row and folded."""
         with _persisted(grouped_operations(normalized)) as grouped:
-            report.seconds_decode = time.perf_counter() - started
+            report.seconds_decode += time.perf_counter() - started
             started = time.perf_counter()
             current = self.target.current_rows(list(self.routing.applied_formats), grouped)
-            report.seconds_read = time.perf_counter() - started
+            report.seconds_read += time.perf_counter() - started
             started = time.perf_counter()
             with _materialized(fold_rows(grouped, current)) as folded:
-                head, tables = self._summarize(folded)
-                report.stats.messages, report.other_format = head.messages, head.other
-                to_write = self._tables_to_write(tables, batch_id, report)
-                report.seconds_fold = time.perf_counter() - started
-                if to_write:
-                    started = time.perf_counter()
-                    report.rows_by_table = self.target.write_folded(BatchMarker(self.app_id, batch_id), to_write)
-                    report.rows_written = sum(report.rows_by_table.values())
-                    report.seconds_write = time.perf_counter() - started
-                    report.source_ts_sample = tuple(ts for t in to_write.values() for ts in t.source_ts_quantiles)
+                head, tables, _ = self._summarize(folded)
+                self._write(batch_id, head, tables, report, started)
         return report
+
+    def _write(
+        self, batch_id: int, head: _BatchHead, tables: Mapping[str, FoldedTable], report: BatchReport, started: float
+    ) -> None:
+        """Write the folded tables the batch has not written yet; `started`: when the fold began."""
+        report.stats.messages, report.other_format = head.messages, head.other
+        to_write = self._tables_to_write(tables, batch_id, report)
+        report.seconds_fold += time.perf_counter() - started
+        if to_write:
+            started = time.perf_counter()
+            report.rows_by_table = self.target.write_folded(BatchMarker(self.app_id, batch_id), to_write)
+            report.rows_written = sum(report.rows_by_table.values())
+            report.seconds_write = time.perf_counter() - started
+            report.source_ts_sample = tuple(ts for t in to_write.values() for ts in t.source_ts_quantiles)
+        self.new_keys.learn({table: (t.rows_changed, t.rows_new) for table, t in to_write.items()})
 
     def _tables_to_write(
         self, tables: Mapping[str, FoldedTable], batch_id: int, report: BatchReport
@@ -131,15 +172,22 @@ class SparkBatchApplier:
                 raise ReferencePathNeeded(f"table {table!r}: {refusal}")
         return to_write
 
-    def _summarize(self, folded: DataFrame) -> tuple[_BatchHead, dict[str, FoldedTable]]:
+    def _summarize(
+        self, folded: DataFrame, checks: DataFrame | None = None
+    ) -> tuple[_BatchHead, dict[str, FoldedTable], dict[str, int]]:
         """The counts of what was set aside while normalizing and, per table, the counts and the shape of the
-        changed rows: one small collect. Raises when the batch cannot be applied on Spark (nothing is written
-        yet)."""
+        changed rows, with the per-table counts of `checks` (:func:`.new_keys.key_checks`) added up: one small
+        collect. Raises when the batch cannot be applied on Spark (nothing is written yet)."""
         from pyspark.sql import functions as F
 
         ROW_SHAPE.register(folded.sparkSession)
         shape, aggregates = _SUMMARY_COLUMNS.get(folded.sparkSession, "summary", _summary_columns)
-        rows = folded.withColumn("_shape", shape).groupBy("table").agg(*aggregates).collect()
+        summary = folded.withColumn("_shape", shape).groupBy("table").agg(*aggregates)
+        if checks is not None:
+            summary = summary.join(checks, on="table", how="left")
+        rows = summary.collect()
+        check_names = (REPEATED_KEYS, STORED_KEYS) if checks is not None else ()
+        counts = {name: sum(int(row[name] or 0) for row in rows) for name in check_names}
         unknown = {int(sid) for row in rows for sid in row["unknown_sids"] or ()}
         if unknown:
             raise SchemaIdsNeeded(unknown)
@@ -163,8 +211,9 @@ class SparkBatchApplier:
                 source_ts_quantiles=tuple(int(ts) for ts in row["ts_quantiles"] or () if ts is not None),
                 rows=folded.where((F.col("table") == row["table"]) & changed).select("pk", "row", "file"),
                 files=frozenset(row["files"]),
+                rows_new=row["rows_new"],
             )
-        return head, tables
+        return head, tables, counts
 
 
 def _summary_columns() -> tuple[Column, list[Column]]:
@@ -182,6 +231,7 @@ def _summary_columns() -> tuple[Column, list[Column]]:
         *[F.sum(name).alias(name) for name in _STAT_COLUMNS],
         F.count_if("error").alias("errors"),
         F.count_if(changed).alias("rows_changed"),
+        F.count_if(changed & F.col("file").isNull()).alias("rows_new"),
         F.collect_set("_shape.cols").alias("column_sets"),
         F.collect_set("_shape.pk").alias("pk_sets"),
         F.count_if("_shape.case_conflict").alias("case_conflicts"),

@@ -384,18 +384,48 @@ class DeltaTarget(SparkFoldTarget):
         from pyspark.sql import functions as F
 
         columns = _for_shape(self._state_columns, table, shape, partial(self._new_state_columns, table))
-        snapshot = self._snapshot(self.path(table))
-        change_feed = snapshot.metadata().configuration().get(CHANGE_FEED_PROPERTY)
-        self._fold_reads[table] = _FoldRead(
-            version=int(snapshot.version()),
-            files=int(snapshot.numOfFiles()),
-            size_bytes=int(snapshot.sizeInBytes()),
-            change_feed=change_feed.isDefined() and str(change_feed.get()).lower() == "true",
-        )
+        self._note_fold_read(table, shape)
         stored = self.spark.read.format("delta").load(self.path(table))
         stored = stored.select("*", F.col("_metadata.file_path").alias(_FILE))
         keys = F.broadcast(grouped.where(F.col("table") == F.lit(table)).select(*_batch_key_columns(shape)))
         return stored.join(keys, on=list(shape.pk), how="left_semi").select(*columns)
+
+    def _note_fold_read(self, table: str, shape: _TableShape) -> _FoldRead:
+        """Note the version the fold reads the table at, with its file count and size (from the key bounds' file
+        list: no Spark job) and whether it keeps a change data feed."""
+        path = self.path(table)
+        snapshot = self._snapshot(path)
+        files = self._key_bounds.files(path, snapshot, list(shape.pk))
+        change_feed = snapshot.metadata().configuration().get(CHANGE_FEED_PROPERTY)
+        read = _FoldRead(
+            version=int(snapshot.version()),
+            files=len(files.files),
+            size_bytes=files.size_bytes,
+            change_feed=change_feed.isDefined() and str(change_feed.get()).lower() == "true",
+        )
+        self._fold_reads[table] = read
+        return read
+
+    def stored_among(self, tables: Collection[str], keys: DataFrame) -> DataFrame | None:
+        """The batch's keys the tables hold, matched on the key columns alone (no row is converted): the batch's
+        keys broadcast and the table's key columns streamed past them, as the fold's read does, so a large table
+        is not shuffled."""
+        from pyspark.sql import functions as F
+
+        frames = []
+        for table in tables:
+            shape = self._shape(table)
+            if shape is None or self._note_fold_read(table, shape).files == 0:
+                continue
+            stored = self.spark.read.format("delta").load(self.path(table)).select(*[F.col(quote(n)) for n in shape.pk])
+            batch = F.broadcast(keys.where(F.col("table") == F.lit(table)).select(*_batch_key_columns(shape)))
+            frames.append(stored.join(batch, on=list(shape.pk), how="left_semi").select(F.lit(table).alias("table")))
+        if not frames:
+            return None
+        union = frames[0]
+        for frame in frames[1:]:
+            union = union.unionByName(frame)
+        return union
 
     def _new_state_columns(self, table: str, shape: _TableShape) -> list[Column]:
         ROW_STATE.register(self.spark)
@@ -440,7 +470,8 @@ class DeltaTarget(SparkFoldTarget):
         table version that is still the latest, or the table holds no file at all (new or empty). Then a plain
         append writes what the MERGE would, without its scan of the table and its join. `latest`: the table's
         latest snapshot."""
-        if int(latest.numOfFiles()) == 0:
+        shape = self._shape(folded.table)
+        if shape is not None and not self._key_bounds.files(self.path(folded.table), latest, list(shape.pk)).files:
             return True
         read = self._fold_reads.get(folded.table)
         return read is not None and not folded.files and int(latest.version()) == read.version

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cdcbridge.apply.core.model import PkValue, PrimaryKey
@@ -79,10 +79,15 @@ def _usable(bound: Any) -> bool:
 
 @dataclass
 class TableFiles:
-    """One table's files at `version`: path → key bounds (None: unbounded)."""
+    """One table's files at `version`: path → key bounds (None: unbounded), and path → size in bytes."""
 
     version: int
     files: dict[str, KeyBounds | None]
+    sizes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(self.sizes.values())
 
     def may_hold_any(self, keys: Collection[PrimaryKey]) -> bool:
         for bounds in self.files.values():
@@ -99,10 +104,12 @@ class TableFiles:
             removed = action.get("remove")
             if removed is not None:
                 self.files.pop(removed["path"], None)
+                self.sizes.pop(removed["path"], None)
         for action in actions:
             added = action.get("add")
             if added is not None:
                 self.files[added["path"]] = key_bounds(added.get("stats"), pk_names)
+                self.sizes[added["path"]] = int(added.get("size") or 0)
 
 
 class DeltaKeyBounds:
@@ -147,5 +154,9 @@ class DeltaKeyBounds:
         """The whole file list of `snapshot`: one rebuild of its state (the Spark jobs every read paid before)."""
         from pyspark.sql import DataFrame
 
-        files = DataFrame(snapshot.allFiles().toDF(), self.spark).select("path", "stats").collect()
-        return TableFiles(int(snapshot.version()), {row[0]: key_bounds(row[1], pk_names) for row in files})
+        files = DataFrame(snapshot.allFiles().toDF(), self.spark).select("path", "stats", "size").collect()
+        return TableFiles(
+            int(snapshot.version()),
+            {row[0]: key_bounds(row[1], pk_names) for row in files},
+            {row[0]: int(row[2] or 0) for row in files},
+        )

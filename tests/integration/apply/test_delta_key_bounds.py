@@ -25,16 +25,21 @@ def _jobs_while(spark, action):
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
 
 
-def _delta_files(target: DeltaTarget) -> set[str]:
+def _delta_files(target: DeltaTarget) -> dict[str, int]:
+    """Delta's own file list: path → size."""
     from pyspark.sql import DataFrame
 
     snapshot = target._snapshot(target.path("t"))
-    return {row[0] for row in DataFrame(snapshot.allFiles().toDF(), target.spark).select("path").collect()}
+    files = DataFrame(snapshot.allFiles().toDF(), target.spark).select("path", "size").collect()
+    return {row[0]: row[1] for row in files}
 
 
-def _bounded_files(target: DeltaTarget) -> set[str]:
+def _bounded_files(target: DeltaTarget) -> dict[str, int]:
+    """The key bounds' file list, as it follows the log: path → size."""
     snapshot = target._snapshot(target.path("t"))
-    return set(target._key_bounds.files(target.path("t"), snapshot, ["id"]).files)
+    files = target._key_bounds.files(target.path("t"), snapshot, ["id"])
+    assert set(files.files) == set(files.sizes)
+    return files.sizes
 
 
 def test_new_keys_are_looked_up_without_a_spark_job_and_stored_ones_are_read(spark, tmp_path):

@@ -42,12 +42,14 @@ class Paths:
         self.spark_path = SparkBatchApplier(self.target, mutations, "app")
         self.reference_path = MicroBatchApplier(self.reference, mutations, "app", BadInputPolicy())
         self.batches = 0
+        self.last_report: Any = None
 
     def apply(self, messages: list[dict[str, Any]]) -> str:
         """Apply one batch on both paths; returns the Delta operation that committed it on the Spark path."""
         frame = batch_frame(self.spark, MessageFormat.MUTATE_LOG, list(enumerate(messages)))
         expected = self.reference_path.apply(self.batches, decoded_records(frame, SCHEMAS))
         actual = self.spark_path.apply(self.batches, frame, SCHEMAS)
+        self.last_report = actual
         assert (actual.stats, actual.rows_written) == (expected.stats, expected.rows_written)
         assert self.rows(self.target) == self.rows(self.reference)
         assert self.target.read_marker(TABLE, "app") == BatchMarker("app", self.batches)

@@ -70,6 +70,22 @@ def test_a_commit_removes_before_it_adds_so_a_deletion_vector_update_keeps_its_f
     assert not files.may_hold_any([(("id", 12),)])
 
 
+def test_the_file_list_keeps_the_table_size_without_a_spark_job():
+    files = TableFiles(0, {})
+    files.apply_actions(
+        [
+            {"add": {"path": "a.parquet", "size": 1000}},
+            {"add": {"path": "b.parquet", "size": 250, "stats": _stats({"id": 0}, {"id": 9})}},
+        ],
+        ["id"],
+    )
+    assert (len(files.files), files.size_bytes) == (2, 1250)
+    # a deletion-vector update re-adds the file at its size; a compaction replaces it
+    files.apply_actions([{"remove": {"path": "a.parquet"}}, {"add": {"path": "a.parquet", "size": 1000}}], ["id"])
+    files.apply_actions([{"remove": {"path": "b.parquet"}}, {"add": {"path": "c.parquet", "size": 40}}], ["id"])
+    assert (sorted(files.files), files.size_bytes) == (["a.parquet", "c.parquet"], 1040)
+
+
 def test_a_table_without_files_holds_no_key_and_one_without_statistics_may_hold_all():
     assert not TableFiles(0, {}).may_hold_any([(("id", 1),)])
     assert TableFiles(0, {"x.parquet": None}).may_hold_any([(("id", 1),)])

@@ -1,0 +1,146 @@
+"""The new-key path (:mod:`cdcbridge.apply.spark.new_keys`): a batch whose keys each have one operation and none of
+which the target holds is folded message by message; any repeated or stored key sends the whole batch to the grouped
+fold. Checked against the reference path on random batches (in memory), and on Delta: a first load equals what the
+grouped fold writes, bookkeeping columns included; a stored key falls back; batches of updates stop the tries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cdcbridge.apply.core.fold import fold_row
+from cdcbridge.apply.core.operations import decode_message
+from cdcbridge.apply.core.policy import BadInputPolicy
+from cdcbridge.apply.driver.micro_batch import MicroBatchApplier
+from cdcbridge.apply.spark.batch import SparkBatchApplier
+from cdcbridge.apply.spark.decode import decoded_records
+from cdcbridge.apply.spark.new_keys import NewKeyPlanner
+from cdcbridge.apply.targets.delta import DeltaTarget
+from cdcbridge.contract import MessageFormat
+from tests.unit.apply.envelopes import TABLE, image, increment, mutation, put
+
+from .kafka_frames import SCHEMAS, batch_frame, routing, with_pk
+from .spark_memory_target import MemorySparkTarget
+from .test_delta_write_modes import Paths, _bump, _put
+
+MUTATIONS = routing(MessageFormat.MUTATE_LOG)
+#: A planner that never tries the new-key path: every batch takes the grouped fold.
+GROUPED_ONLY = NewKeyPlanner(share=2.0)
+
+
+def _key(n: int) -> tuple:
+    return (("id", n),)
+
+
+@st.composite
+def batches(draw: st.DrawFn) -> dict[str, Any]:
+    """Keys with one operation each (a PUT, an UPDATE, an increment, a DELETE, an image, a partial image); some keys
+    stored with an older or newer seq, some with a second operation or a redelivery."""
+    message_format = draw(st.sampled_from([MessageFormat.MUTATE_LOG, MessageFormat.RECORD_IMAGE]))
+    messages: list[dict[str, Any]] = []
+    stored: list[dict[str, Any]] = []
+    for n in range(draw(st.integers(1, 8))):
+        seq = 100 + n * 10
+        value = draw(st.one_of(st.integers(-5, 5), st.text(max_size=3), st.floats(allow_nan=False)))
+        version = draw(st.one_of(st.none(), st.integers(1, 50)))
+        if message_format is MessageFormat.MUTATE_LOG:
+            kind = draw(st.sampled_from(["PUT", "PUT", "UPDATE", "INCREMENT", "DELETE"]))
+            if kind == "INCREMENT":
+                message = with_pk(mutation(seq, "UPDATE", [increment("c", n)]), _key(n))
+            else:
+                cells = [] if kind == "DELETE" else [put("a", value, version), put("b", n)]
+                message = with_pk(mutation(seq, kind, cells), _key(n))
+        else:
+            message = image(seq, {"a": (value, version or seq), "b": (n, seq)}, partial=draw(st.booleans()),
+                            pk=_key(n))  # fmt: skip
+        messages.append(message)
+        extra = draw(st.sampled_from(["none", "none", "none", "stored older", "stored newer", "second", "redelivered"]))
+        if extra.startswith("stored"):
+            stored_seq = seq - 5 if extra == "stored older" else seq + 5
+            stored.append(with_pk(mutation(stored_seq, "PUT", [put("a", "stored", 1), put("c", 7)]), _key(n)))
+        elif extra == "second":
+            messages.append(with_pk(mutation(seq + 1, "UPDATE", [put("b", -n)]), _key(n)))
+        elif extra == "redelivered":
+            messages.append(message)
+    return {"format": message_format, "messages": draw(st.permutations(messages)), "stored": stored}
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(batch=batches())
+def test_the_new_key_path_gives_the_reference_rows_and_counts_and_is_taken_only_when_it_may(spark, batch) -> None:
+    message_format = batch["format"]
+    seeded = [row for m in batch["stored"] if (row := fold_row(None, [decode_message(m)]).row) is not None]
+    frame = batch_frame(spark, message_format, list(enumerate(batch["messages"])))
+    reference = MemorySparkTarget(spark)
+    reference.seed(seeded)
+    expected = MicroBatchApplier(reference, routing(message_format), "app", BadInputPolicy()).apply(
+        0, decoded_records(frame, SCHEMAS)
+    )
+    candidate = MemorySparkTarget(spark)
+    candidate.seed(seeded)
+    actual = SparkBatchApplier(candidate, routing(message_format), "app").apply(0, frame, SCHEMAS)
+    assert candidate.tables == reference.tables
+    assert (actual.stats, actual.rows_written) == (expected.stats, expected.rows_written)
+    keys = [str(message["pk"]) for message in batch["messages"]]
+    one_each_and_new = len(set(keys)) == len(keys) and not batch["stored"]
+    assert actual.new_key_batches == int(one_each_and_new)
+
+
+def test_a_first_load_takes_the_new_key_path_and_equals_the_grouped_fold(spark, tmp_path) -> None:
+    paths = Paths(spark, tmp_path)
+    grouped = DeltaTarget(spark, str(tmp_path / "grouped"))
+    grouped_path = SparkBatchApplier(grouped, MUTATIONS, "app")
+    grouped_path.new_keys = GROUPED_ONLY
+    for batch_id, start in enumerate((0, 10, 20)):
+        messages = [_put(10 + n, _key(n), n) for n in range(start, start + 10)]
+        messages.append(with_pk(mutation(50 + start, "UPDATE", [increment("count", 3)]), _key(100 + start)))
+        assert paths.apply(messages) == "WRITE Append"
+        assert paths.last_report.new_key_batches == 1
+        frame = batch_frame(spark, MessageFormat.MUTATE_LOG, list(enumerate(messages)))
+        assert grouped_path.apply(batch_id, frame, SCHEMAS).new_key_batches == 0
+    # the whole rows, bookkeeping included (_versions, _seq, _deleted, _source_ts), as the grouped fold wrote them
+    loaded = spark.read.format("delta").load(paths.target.path(TABLE)).orderBy("id").collect()
+    folded = spark.read.format("delta").load(grouped.path(TABLE)).orderBy("id").collect()
+    assert len(loaded) == 33
+    assert [row.asDict() for row in loaded] == [row.asDict() for row in folded]
+
+
+def test_a_stored_or_repeated_key_sends_the_batch_to_the_grouped_fold(spark, tmp_path) -> None:
+    paths = Paths(spark, tmp_path)
+    paths.apply([_put(10 + n, _key(n), n) for n in range(10)])
+    assert paths.last_report.new_key_batches == 1
+    paths.apply([_put(30 + n, _key(n), 1) for n in range(10, 20)] + [_put(40, _key(3), 2)])  # key 3 is stored
+    assert paths.last_report.new_key_batches == 0
+    assert paths.last_report.rows_written == 11
+    paths.apply([_put(50, _key(30), 1), _bump(51, _key(30))])  # a new key with two operations
+    assert paths.last_report.new_key_batches == 0
+    assert paths.rows(paths.target)[_key(30)][1]["count"] == 6
+
+
+def test_a_rerun_new_key_batch_writes_nothing(spark, tmp_path) -> None:
+    paths = Paths(spark, tmp_path)
+    messages = [_put(10 + n, _key(n), n) for n in range(8)]
+    paths.apply(messages)
+    frame = batch_frame(spark, MessageFormat.MUTATE_LOG, list(enumerate(messages)))
+    again = paths.spark_path.apply(0, frame, SCHEMAS)
+    assert (again.batches_skipped, again.rows_written) == (1, 0)
+    # the same messages under a new batch id: the keys are stored now, so the grouped fold finds nothing newer
+    later = paths.spark_path.apply(1, frame, SCHEMAS)
+    assert (later.new_key_batches, later.rows_written) == (0, 0)
+    assert spark.read.format("delta").load(paths.target.path(TABLE)).count() == 8
+
+
+def test_batches_of_updates_stop_the_tries_and_new_rows_resume_them(spark, tmp_path) -> None:
+    paths = Paths(spark, tmp_path)
+    paths.apply([_put(10 + n, _key(n), n) for n in range(10)])
+    paths.spark_path.new_keys.new_share.clear()  # as after a restart: nothing learned yet
+    paths.apply([_bump(30 + n, _key(n)) for n in range(10)])  # tried (nothing learned), stored: grouped
+    assert paths.last_report.new_key_batches == 0
+    assert not paths.spark_path.new_keys.worth_trying([TABLE])
+    paths.apply([_put(50 + n, _key(n), 5) for n in range(10, 14)])  # new keys, grouped: learned
+    assert paths.last_report.new_key_batches == 0
+    assert paths.spark_path.new_keys.worth_trying([TABLE])
+    paths.apply([_put(70 + n, _key(n), 5) for n in range(14, 18)])
+    assert paths.last_report.new_key_batches == 1
