@@ -371,12 +371,7 @@ class DeltaTarget(SparkFoldTarget):
         frames = [
             self._state_frame(table, shape, grouped) for table in tables if (shape := self._shape(table)) is not None
         ]
-        if not frames:
-            return None
-        union = frames[0]
-        for frame in frames[1:]:
-            union = union.unionByName(frame)
-        return union
+        return _union_all(frames)
 
     def _state_frame(self, table: str, shape: _TableShape, grouped: DataFrame) -> DataFrame:
         """The table's rows with the keys of `grouped` as the fold's state: ``table``, ``pk``, ``cur``, ``file``.
@@ -420,12 +415,7 @@ class DeltaTarget(SparkFoldTarget):
             stored = self.spark.read.format("delta").load(self.path(table)).select(*[F.col(quote(n)) for n in shape.pk])
             batch = F.broadcast(keys.where(F.col("table") == F.lit(table)).select(*_batch_key_columns(shape)))
             frames.append(stored.join(batch, on=list(shape.pk), how="left_semi").select(F.lit(table).alias("table")))
-        if not frames:
-            return None
-        union = frames[0]
-        for frame in frames[1:]:
-            union = union.unionByName(frame)
-        return union
+        return _union_all(frames)
 
     def _new_state_columns(self, table: str, shape: _TableShape) -> list[Column]:
         ROW_STATE.register(self.spark)
@@ -656,6 +646,16 @@ def _row_from_json(table: str, record: Mapping[str, Any], shape: _TableShape) ->
         deleted=bool(record.get("_deleted")),
         source_ts=record.get("_source_ts"),
     )
+
+
+def _union_all(frames: Sequence[DataFrame]) -> DataFrame | None:
+    """The frames' rows in one frame (by column name); None for no frame."""
+    if not frames:
+        return None
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    return union
 
 
 def _union(column: Column, kind: str, fields: tuple[str, ...]) -> Column:
