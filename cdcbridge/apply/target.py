@@ -44,6 +44,14 @@ class FoldedTable:
     #: How many of the changed rows the target does not hold yet (no ``file``; all of them for a target that names
     #: no files).
     rows_new: int = 0
+    #: How many of the table's keys have more than one message in the batch.
+    keys_repeated: int = 0
+
+    @property
+    def only_new_keys(self) -> bool:
+        """Whether each key had one message and every changed row is new, nothing stale: what the new-key path
+        (:mod:`cdcbridge.apply.spark.new_keys`) takes."""
+        return self.keys_repeated == 0 and self.rows_new == self.rows_changed and self.stats.stale == 0
 
     @property
     def rows_changed(self) -> int:

@@ -146,7 +146,7 @@ class SparkBatchApplier:
             report.rows_written = sum(report.rows_by_table.values())
             report.seconds_write = time.perf_counter() - started
             report.source_ts_sample = tuple(ts for t in to_write.values() for ts in t.source_ts_quantiles)
-        self.new_keys.learn({table: (t.rows_changed, t.rows_new) for table, t in to_write.items()})
+        self.new_keys.learn({table: folded.only_new_keys for table, folded in tables.items()})
 
     def _tables_to_write(
         self, tables: Mapping[str, FoldedTable], batch_id: int, report: BatchReport
@@ -212,6 +212,7 @@ class SparkBatchApplier:
                 rows=folded.where((F.col("table") == row["table"]) & changed).select("pk", "row", "file"),
                 files=frozenset(row["files"]),
                 rows_new=row["rows_new"],
+                keys_repeated=row["keys_repeated"],
             )
         return head, tables, counts
 
@@ -232,6 +233,7 @@ def _summary_columns() -> tuple[Column, list[Column]]:
         F.count_if("error").alias("errors"),
         F.count_if(changed).alias("rows_changed"),
         F.count_if(changed & F.col("file").isNull()).alias("rows_new"),
+        F.count_if(F.col("messages") > 1).alias("keys_repeated"),
         F.collect_set("_shape.cols").alias("column_sets"),
         F.collect_set("_shape.pk").alias("pk_sets"),
         F.count_if("_shape.case_conflict").alias("case_conflicts"),

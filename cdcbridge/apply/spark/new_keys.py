@@ -12,8 +12,8 @@ computes the batch's summary (:func:`key_checks`), so a batch that passes runs i
 jobs over the decoded batch (persisted). One that fails takes the grouped path on the same decoded batch. A hash
 collision only sends a batch to the grouped path.
 
-:class:`NewKeyPlanner` decides from what the driver already knows whether a batch tries it: a batch of updates
-(whose rows were mostly stored last time) does not pay for the checks.
+:class:`NewKeyPlanner` decides from what the driver already knows whether a batch tries it: while batches would fail
+the checks (updates, keys repeated within a batch), they do not pay for them.
 """
 
 from __future__ import annotations
@@ -27,9 +27,6 @@ from cdcbridge.apply.spark.operations import OP_TYPE, OTHER, PYTHON, UNKNOWN_SID
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-#: The share of a table's changed rows that were new in its last batch at or above which its next batch tries
-#: the new-key path (a table the job has not written yet always tries it).
-NEW_ROWS_SHARE = 0.5
 #: The check columns :func:`key_checks` adds per table.
 REPEATED_KEYS, STORED_KEYS = "repeated_keys", "stored_keys"
 
@@ -74,18 +71,16 @@ def key_checks(normalized: DataFrame, stored: DataFrame | None) -> DataFrame:
 
 @dataclass
 class NewKeyPlanner:
-    """Whether a batch tries the new-key path: while every table the job has written lately wrote mostly new rows
-    in its last batch (a first load going on), or the job has written none yet."""
+    """Whether a batch tries the new-key path: while every table's last batch would have passed the checks (no key
+    repeated, every changed row new, no operation stale), as in a first load, or the job has written none yet. A
+    stream of updates or of keys that repeat within a batch then pays for one try at most."""
 
-    share: float = NEW_ROWS_SHARE
-    #: Per table: the share of its changed rows that were new in its last batch.
-    new_share: dict[str, float] = field(default_factory=dict)
+    #: Per table: whether its last batch would have passed the checks.
+    clean: dict[str, bool] = field(default_factory=dict)
 
     def worth_trying(self, tables: Collection[str]) -> bool:
-        return all(self.new_share.get(table, 1.0) >= self.share for table in tables)
+        return all(self.clean.get(table, True) for table in tables)
 
-    def learn(self, changed: Mapping[str, tuple[int, int]]) -> None:
-        """Note each table's (changed rows, new rows) of a batch just written."""
-        for table, (rows, new) in changed.items():
-            if rows:
-                self.new_share[table] = new / rows
+    def learn(self, clean: Mapping[str, bool]) -> None:
+        """Note, per table of a batch just folded, whether it would have passed the checks."""
+        self.clean.update(clean)

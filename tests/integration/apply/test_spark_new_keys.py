@@ -26,8 +26,13 @@ from .spark_memory_target import MemorySparkTarget
 from .test_delta_write_modes import Paths, _bump, _put
 
 MUTATIONS = routing(MessageFormat.MUTATE_LOG)
-#: A planner that never tries the new-key path: every batch takes the grouped fold.
-GROUPED_ONLY = NewKeyPlanner(share=2.0)
+
+
+class GroupedOnly(NewKeyPlanner):
+    """A planner that never tries the new-key path: every batch takes the grouped fold."""
+
+    def worth_trying(self, tables: Any) -> bool:
+        return False
 
 
 def _key(n: int) -> tuple:
@@ -92,7 +97,7 @@ def test_a_first_load_takes_the_new_key_path_and_equals_the_grouped_fold(spark, 
     paths = Paths(spark, tmp_path)
     grouped = DeltaTarget(spark, str(tmp_path / "grouped"))
     grouped_path = SparkBatchApplier(grouped, MUTATIONS, "app")
-    grouped_path.new_keys = GROUPED_ONLY
+    grouped_path.new_keys = GroupedOnly()
     for batch_id, start in enumerate((0, 10, 20)):
         messages = [_put(10 + n, _key(n), n) for n in range(start, start + 10)]
         messages.append(with_pk(mutation(50 + start, "UPDATE", [increment("count", 3)]), _key(100 + start)))
@@ -135,7 +140,7 @@ def test_a_rerun_new_key_batch_writes_nothing(spark, tmp_path) -> None:
 def test_batches_of_updates_stop_the_tries_and_new_rows_resume_them(spark, tmp_path) -> None:
     paths = Paths(spark, tmp_path)
     paths.apply([_put(10 + n, _key(n), n) for n in range(10)])
-    paths.spark_path.new_keys.new_share.clear()  # as after a restart: nothing learned yet
+    paths.spark_path.new_keys.clean.clear()  # as after a restart: nothing learned yet
     paths.apply([_bump(30 + n, _key(n)) for n in range(10)])  # tried (nothing learned), stored: grouped
     assert paths.last_report.new_key_batches == 0
     assert not paths.spark_path.new_keys.worth_trying([TABLE])
