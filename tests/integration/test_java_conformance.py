@@ -149,22 +149,24 @@ EXCHANGE_HANDLER = "com.aliyun.ots.thirdparty.org.apache.http.impl.nio.client.De
 AFTER_REQUEST_OUTPUT, AFTER_RELEASE = 304, 170
 
 
+@pytest.mark.parametrize("raced_call", ["create", "expected-error"])
 def test_a_call_lost_to_the_client_race_was_applied_and_is_marked(
-    suite_jars: Path, conformance_emulator: EmulatorProcess, tmp_path: Path
+    suite_jars: Path, conformance_emulator: EmulatorProcess, tmp_path: Path, raced_call: str
 ) -> None:
     """The race a loaded machine hits by chance, played in order under jdb: the caller stops after handing the
     pooled connection its CreateTable, the I/O thread after the emulator's answer came back and the connection
-    went back to the pool; the caller goes first. The SDK fails the call, the emulator applied it."""
+    went back to the pool; the caller goes first. The SDK fails the call, the emulator applied it. The race is
+    marked also when it hits a call whose check expects a service error (CreateTable of an existing table)."""
     java = find_java(17, purpose="the Java conformance suite").java
     env = {
         "TABLESTORE_ENDPOINT": conformance_emulator.url,
         "TABLESTORE_ACCESS_KEY_ID": ACCESS_KEY_ID,
         "TABLESTORE_ACCESS_KEY_SECRET": ACCESS_KEY_SECRET,
-        "CONFORMANCE_TABLE_PREFIX": "javarace_",
+        "CONFORMANCE_TABLE_PREFIX": f"javarace_{raced_call.replace('-', '_')}_",
     }
     argv = [
         str(java), "-agentlib:jdwp=transport=dt_socket,server=y,suspend=y,address=127.0.0.1:0",
-        "-cp", f"{suite_jars / 'sdk5'}{os.sep}*", "io.cdcbridge.conformance.sdk5.ClientRace",
+        "-cp", f"{suite_jars / 'sdk5'}{os.sep}*", "io.cdcbridge.conformance.sdk5.ClientRace", raced_call,
     ]  # fmt: skip
     program = ChildProcess("ClientRace", argv, tmp_path / "race.log", env=env).start()
     jdb = None
@@ -174,7 +176,7 @@ def test_a_call_lost_to_the_client_race_was_applied_and_is_marked(
         for line in (AFTER_REQUEST_OUTPUT, AFTER_RELEASE):
             jdb.send(f"stop thread at {EXCHANGE_HANDLER}:{line}")
         jdb.send("run")
-        # The first ListTable opens the connection: allocated and completed on the I/O thread, no race.
+        # The first call opens the connection: allocated and completed on the I/O thread, no race.
         for line in (AFTER_REQUEST_OUTPUT, AFTER_RELEASE):
             jdb.wait_for(jdb.breakpoint_hit("I/O dispatcher", EXCHANGE_HANDLER, line))
             jdb.send("resume")
@@ -199,7 +201,7 @@ def test_a_call_lost_to_the_client_race_was_applied_and_is_marked(
     assert code == 1, output
     assert lost_a_call_to_the_client_race(output), output
     # The emulator lists the table whose creation the SDK reported as failed.
-    assert re.search(r"^TABLES \[.*\bjavarace_race\b.*\]$", output, re.M), output
+    assert re.search(rf"^TABLES \[.*\bjavarace_{raced_call.replace('-', '_')}_race\b.*\]$", output, re.M), output
 
 
 def test_only_the_client_race_makes_a_run_repeat() -> None:

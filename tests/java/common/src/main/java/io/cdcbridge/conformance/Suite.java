@@ -53,11 +53,11 @@ public final class Suite {
      */
     public static final String CLIENT_POOL_RACE = " [client race: connectionAllocated]";
 
+    /** The error's line; marked when the race is anywhere in its causes (an expected-error check wraps it). */
     private static String describe(Throwable error) {
-        if (error instanceof AssertionError) {
-            return error.getMessage();
-        }
-        String text = error.getClass().getSimpleName() + ": " + error.getMessage();
+        String text = error instanceof AssertionError
+                ? error.getMessage()
+                : error.getClass().getSimpleName() + ": " + error.getMessage();
         return isClientPoolRace(error) ? text + CLIENT_POOL_RACE : text;
     }
 
