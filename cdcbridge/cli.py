@@ -542,7 +542,9 @@ def bench_failover(ctx: click.Context, fast: bool, handoff_samples: int, failove
 @click.option("--targets", default="delta,postgres", show_default=True)
 @click.option("--warmup-batches", default=4, show_default=True, help="Unreported batches of every size run first.")
 @click.option("--first-load-rows", default=500_000, show_default=True, help="Rows of the first-load run (0: skip).")
-@click.option("--trickle-seconds", default=60.0, show_default=True, help="End-to-end trickle run (0: skip).")
+@click.option(
+    "--trickle-seconds", default=60.0, show_default=True, help="Trickle time per phase: inserts, updates (0: skip)."
+)
 @click.option("--trickle-trigger", type=float, default=None, help="Trigger of the trickle's job (default: the job's).")
 @click.option(
     "--table-rows",
@@ -577,7 +579,7 @@ def bench_apply(ctx: click.Context, batch_sizes: str, batches: int, targets: str
         return
     # without the throughput runs, the first load and the trickle are stored apart, so that neither replaces a full
     # run's figures
-    first_load = {k: v for k, v in flat.items() if not k.startswith(("delta_trickle.", "delta_freshness."))}
+    first_load = {k: v for k, v in flat.items() if not k.startswith(("delta_trickle", "delta_freshness."))}
     if first_load_rows:
         _report(ctx, "apply-first-load", first_load)
     if trickle_seconds:

@@ -264,14 +264,16 @@ def _measure_first_load(spark: Any, endpoints: dict, work: Path, rows: int, batc
 
 
 def _measure_trickle(seconds: float, trigger_seconds: float | None) -> dict[str, Any]:
-    """End-to-end freshness at a trickle (:mod:`.apply_trickle`); needs delta-rs (``deltalake``, dev extras)."""
+    """End-to-end freshness at a trickle (:mod:`.apply_trickle`): ``delta_trickle`` for new rows,
+    ``delta_trickle_updates`` for updates of stored rows; needs delta-rs (``deltalake``, dev extras)."""
     try:
         import deltalake  # noqa: F401
     except ImportError:
-        return {"skipped": "needs deltalake (pip install -e '.[dev]')"}
+        return {"delta_trickle": {"skipped": "needs deltalake (pip install -e '.[dev]')"}}
     from cdcbridge.harness.bench.apply_trickle import measure_trickle
 
-    return measure_trickle(seconds=seconds, trigger_seconds=trigger_seconds)
+    phases = measure_trickle(seconds=seconds, trigger_seconds=trigger_seconds)
+    return {"delta_trickle": phases["inserts"], "delta_trickle_updates": phases["updates"]}
 
 
 def _latencies(sent: list[tuple[float, OutgoingMessage]], clock: CommitClock) -> list[float]:
@@ -310,8 +312,8 @@ def run_apply_bench(
     (``delta_100k_batches.rec_per_s``, ``delta_freshness.p95_s``, …). Each target is first warmed up with
     `warmup_batches` batches of every size (not reported). Then, for Delta, the first load of `first_load_rows`
     rows in batches of the largest size (``delta_first_load``) and, once this Spark is stopped, the end-to-end
-    trickle of `trickle_seconds` with the whole stack (``delta_trickle``; `trickle_trigger` overrides the job's
-    default trigger). 0 skips either."""
+    trickle of `trickle_seconds` with the whole stack, new rows then updates of them (``delta_trickle``,
+    ``delta_trickle_updates``; `trickle_trigger` overrides the job's default trigger). 0 skips either."""
     from cdcbridge.config import SparkSettings
     from cdcbridge.harness.stack.postgres import PostgresServer
     from cdcbridge.harness.stack.spark import local_spark_session
@@ -356,7 +358,7 @@ def run_apply_bench(
             stack.down()
         shutil.rmtree(work, ignore_errors=True)
     if "delta" in targets and trickle_seconds > 0:
-        figures["delta_trickle"] = _measure_trickle(trickle_seconds, trickle_trigger)
+        figures.update(_measure_trickle(trickle_seconds, trickle_trigger))
     return flatten(figures)
 
 

@@ -148,6 +148,7 @@ GROUP_LABELS = {
     "delta_freshness": "Delta, source commit → target row",
     "delta_first_load": "Delta, first load of an empty table",
     "delta_trickle": "Delta, SDK write → row readable (a row every 0.5 s, whole stack)",
+    "delta_trickle_updates": "Delta, SDK update of a stored row → readable (one every 0.5 s, whole stack)",
     "delta_250k_rows": "Delta, 250k-row table",
     "delta_2m_rows": "Delta, 2M-row table",
     "delta_10m_rows": "Delta, 10M-row table",

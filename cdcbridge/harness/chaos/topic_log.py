@@ -16,13 +16,12 @@ from typing import Any, TypeVar
 import fastavro
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
+from cdcbridge.apply.driver.framing import HEADER_BYTES
 from cdcbridge.contract import TOMBSTONE_SEQ_KEY_HEADER, MessageFormat
 from cdcbridge.formats.schemas import parsed_schema
 from cdcbridge.harness.chaos.checks import ImageMessage, KafkaMessage
 from cdcbridge.harness.chaos.errors import ChaosError
 from cdcbridge.snapshot.export import SNAPSHOT_SHARD_ID as SNAPSHOT_SHARD
-
-_FRAMING = 5  # magic byte + schema id
 
 Item = TypeVar("Item")
 
@@ -64,7 +63,7 @@ def _decoded(msg: Message, schema: Any, topic: str) -> dict[str, Any]:
     raw = msg.value()
     if raw is None or raw[:1] != b"\x00":
         raise ChaosError(f"{topic}[{msg.partition()}]@{msg.offset()} is not a Confluent-framed Avro value")
-    return fastavro.schemaless_reader(io.BytesIO(raw[_FRAMING:]), schema, return_named_type=False)
+    return fastavro.schemaless_reader(io.BytesIO(raw[HEADER_BYTES:]), schema, return_named_type=False)
 
 
 def _read_topic(bootstrap: str, topic: str, item: Callable[[Message], Item], timeout: float) -> list[Item]:

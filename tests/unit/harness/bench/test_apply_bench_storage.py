@@ -14,6 +14,7 @@ from cdcbridge.cli import cli
 FIGURES = {
     "delta_first_load.ratio": 0.5,
     "delta_trickle.p50_s": 2.0,
+    "delta_trickle_updates.p50_s": 4.0,
     "delta_freshness.p50_s": 9.0,
     "cores": 2,
 }
@@ -33,7 +34,12 @@ def test_a_first_load_and_a_trickle_without_sizes_are_stored_apart(tmp_path, mon
     stored = _run(tmp_path, monkeypatch, "--batch-sizes", "")
     assert stored == {
         "apply-first-load": {"delta_first_load.ratio": 0.5, "cores": 2},
-        "apply-trickle": {"delta_trickle.p50_s": 2.0, "delta_freshness.p50_s": 9.0, "cores": 2},
+        "apply-trickle": {
+            "delta_trickle.p50_s": 2.0,
+            "delta_trickle_updates.p50_s": 4.0,
+            "delta_freshness.p50_s": 9.0,
+            "cores": 2,
+        },
     }
 
 
