@@ -4,6 +4,11 @@ Checkpoints move only on acknowledgements (at-least-once), so every produce call
 background thread serves librdkafka's delivery reports. Errors reaching a callback are final: with idempotence
 librdkafka already retried whatever can be retried.
 
+A message that times out makes the sink replace its librdkafka producer: librdkafka can stay stuck on a partition
+whose leader was briefly unknown (confluentinc/librdkafka#5430: after a broker restart it never sends to that
+partition again, and every later message times out too). The old producer's messages are purged, so their shards see
+the failure and restart from their checkpoints onto the new producer.
+
 The sink also counts what it did (:class:`DeliveryStats`: messages produced, acknowledged and failed per topic, and
 the produce → ack latency that librdkafka measures itself) in plain per-thread tallies, because this is the
 per-message hot path: a Prometheus counter and histogram update per message would cost several microseconds.
@@ -39,8 +44,13 @@ DEFAULT_PRODUCER_CONFIG = {
     "compression.type": "lz4",
     "queue.buffering.max.messages": 200_000,
     "queue.buffering.max.kbytes": 512 * 1024,
-    "message.timeout.ms": 300_000,
+    # The Java producer's delivery.timeout.ms: how long a stuck partition (see above) holds its shards.
+    "message.timeout.ms": 120_000,
 }
+
+#: A replaced producer is polled (its messages purged, their failures reported) for at least this long: a thread
+#: that picked it up just before the swap may still queue a message on it.
+RETIRED_PRODUCER_GRACE_SECONDS = 10.0
 
 
 class Delivery(NamedTuple):
@@ -192,6 +202,7 @@ def producer_config(overrides: Mapping[str, object] | None = None) -> dict[str, 
 #: librdkafka's own lines of the sink's producer: through Python logging (delivered by the poll thread), so they carry
 #: the process's format (text or JSON), pass redaction and never print after the process is done with Kafka.
 LIBRDKAFKA_LOGGER = logging.getLogger("cdcbridge.kafka.librdkafka")
+log = logging.getLogger(__name__)
 
 
 def _too_large(topic: str, key: str, size: int) -> MessageTooLargeError:
@@ -202,25 +213,42 @@ def _too_large(topic: str, key: str, size: int) -> MessageTooLargeError:
     )
 
 
+#: Errors of messages purged from a replaced producer.
+_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+
+
 def _classify(error: KafkaError, message: Message) -> KafkaSideError:
     size = len(message.value() or b"") + len(message.key() or b"")
     key = (message.key() or b"").decode("utf-8", "replace")
     if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
         return _too_large(message.topic(), key, size)
+    if error.code() in _PURGED:
+        return ProduceFatalError(
+            f"message for key {key!r} on topic {message.topic()} was dropped unacknowledged: the Kafka producer was "
+            f"replaced after a message timed out ({error.name()}); it is sent again from the last checkpoint"
+        )
     return ProduceFatalError(
         f"Kafka refused a message for key {key!r} on topic {message.topic()}: {error.name()} ({error.str()})"
     )
 
 
-def _report(on_ack: AckCallback, stats: DeliveryStats, error: KafkaError | None, message: Message) -> None:
-    """librdkafka's delivery callback, bound to the message's own callback with functools.partial."""
+def _report(
+    on_ack: AckCallback, stats: DeliveryStats, error: KafkaError | None, message: Message,
+    describe: Callable[[KafkaError, Message], KafkaSideError] | None = None,
+) -> None:  # fmt: skip
+    """librdkafka's delivery callback, bound to the message's own callback with functools.partial; `describe`
+    counts and words a failure (the sink's delivery_error), else it is counted here."""
     topic = message.topic()
     if error is None:
         stats.acked(topic, message.latency())
         on_ack(Delivery(topic, message.partition(), message.offset(), None))
         return
-    stats.failed(topic, error.name())
-    on_ack(Delivery(topic, message.partition(), message.offset(), _classify(error, message)))
+    if describe is None:
+        stats.failed(topic, error.name())
+        failure = _classify(error, message)
+    else:
+        failure = describe(error, message)
+    on_ack(Delivery(topic, message.partition(), message.offset(), failure))
 
 
 #: librdkafka's own delivery report callback: (KafkaError or None, Message).
@@ -255,12 +283,25 @@ class MessageSink:
 class KafkaSink:
     """A confluent-kafka Producer plus a thread that delivers acknowledgements to per-message callbacks.
 
-    ``stats`` counts every message produced, acknowledged or failed (see :class:`DeliveryStats`).
+    ``stats`` counts every message produced, acknowledged or failed (see :class:`DeliveryStats`); ``replacements``
+    counts the producers replaced after a message timed out. ``producer_factory`` builds each librdkafka producer
+    from its settings (tests pass a fake).
     """
 
-    def __init__(self, config: Mapping[str, object], *, stats: DeliveryStats | None = None) -> None:
+    def __init__(
+        self, config: Mapping[str, object], *, stats: DeliveryStats | None = None,
+        producer_factory: Callable[[dict[str, object]], Producer] = Producer,
+    ) -> None:  # fmt: skip
         self.stats = stats if stats is not None else DeliveryStats()
-        self._producer = Producer({**producer_config(config), "logger": LIBRDKAFKA_LOGGER})
+        self.replacements = 0
+        self._settings: dict[str, object] = {**producer_config(config), "logger": LIBRDKAFKA_LOGGER}
+        self._message_timeout = float(self._settings["message.timeout.ms"]) / 1000  # type: ignore[arg-type]
+        self._factory = producer_factory
+        self._producer = producer_factory(self._settings)
+        self._producer_since = time.monotonic()
+        #: Replaced producers still to drain, with the time they were replaced.
+        self._retired: list[tuple[Producer, float]] = []
+        self._replace = threading.Event()
         self._stop = threading.Event()
         self._poller = threading.Thread(target=self._poll_loop, name="kafka-delivery", daemon=True)
         self._poller.start()
@@ -268,6 +309,38 @@ class KafkaSink:
     def _poll_loop(self) -> None:
         while not self._stop.is_set():
             self._producer.poll(0.1)
+            if self._replace.is_set():
+                self._replace_producer()
+            if self._retired:
+                self._drain_retired()
+
+    def _replace_producer(self) -> None:
+        """Swap in a new producer and purge the old one's messages: their callbacks report them failed (their
+        shards restart from their checkpoints onto the new producer). Runs on the poll thread."""
+        old = self._producer
+        self._producer = self._factory(self._settings)
+        self._producer_since = time.monotonic()
+        self._replace.clear()
+        self.replacements += 1
+        waiting = len(old)
+        old.purge()
+        self._retired.append((old, time.monotonic()))
+        log.warning(
+            "a Kafka message timed out: replaced the producer (librdkafka can stay stuck on a partition whose leader "
+            "was briefly unknown); its %d unacknowledged messages are sent again from their shards' checkpoints",
+            waiting,
+        )
+
+    def _drain_retired(self) -> None:
+        """Serve the replaced producers' reports; drop one once it is empty and its grace period is over."""
+        now = time.monotonic()
+        kept = []
+        for producer, since in self._retired:
+            producer.purge()
+            producer.poll(0)
+            if len(producer) or now - since < RETIRED_PRODUCER_GRACE_SECONDS:
+                kept.append((producer, since))
+        self._retired = kept
 
     def produce(
         self, topic: str, key: bytes, value: bytes | None, on_ack: AckCallback,
@@ -276,7 +349,9 @@ class KafkaSink:
         """Queue one message, counted, whose fate reaches `on_ack` as a Delivery (also a refusal before queueing);
         blocks (serving delivery reports) while the local queue is full."""
         try:
-            self.produce_tracked(topic, key, value, partial(_report, on_ack, self.stats), headers)
+            self.produce_tracked(
+                topic, key, value, partial(_report, on_ack, self.stats, describe=self.delivery_error), headers
+            )
         except MessageTooLargeError as error:
             on_ack(Delivery(topic, -1, -1, error))
             return
@@ -289,13 +364,13 @@ class KafkaSink:
         """Queue one message whose delivery report goes to `on_delivery` unchanged (not counted: see
         count_produced / count_acked). A message librdkafka refuses as too large before queueing it raises
         MessageTooLargeError; blocks (serving delivery reports) while the local queue is full."""
-        produce = self._producer.produce
         while True:
+            producer = self._producer
             try:
-                produce(topic, value, key, on_delivery=on_delivery, headers=headers)
+                producer.produce(topic, value, key, on_delivery=on_delivery, headers=headers)
                 return
             except BufferError:
-                self._producer.poll(0.05)
+                producer.poll(0.05)
             except KafkaException as error:  # librdkafka refuses oversized messages before queueing them
                 if error.args[0].code() != KafkaError.MSG_SIZE_TOO_LARGE:
                     raise
@@ -303,8 +378,14 @@ class KafkaSink:
                 raise _too_large(topic, key.decode("utf-8", "replace"), len(value or b"") + len(key)) from None
 
     def delivery_error(self, error: KafkaError, message: Message) -> KafkaSideError:
-        """A failed delivery report of produce_tracked in our words (and counted)."""
+        """A failed delivery report in our words (and counted). A timeout asks for a new producer, unless the
+        current one is younger than the message timeout (then the message was the replaced producer's)."""
         self.stats.failed(message.topic(), error.name())
+        if (
+            error.code() == KafkaError._MSG_TIMED_OUT
+            and time.monotonic() - self._producer_since >= self._message_timeout
+        ):
+            self._replace.set()
         return _classify(error, message)
 
     def count_produced(self, counts: Mapping[str, int]) -> None:
@@ -316,13 +397,15 @@ class KafkaSink:
     def flush(self, timeout: float = 30.0) -> int:
         """Wait for outstanding messages; return how many are still in flight after `timeout`."""
         deadline = time.monotonic() + timeout
-        remaining = len(self._producer)
+        remaining = self.in_flight()
         while remaining and time.monotonic() < deadline:
-            remaining = self._producer.flush(min(1.0, max(0.0, deadline - time.monotonic())))
+            self._producer.flush(min(1.0, max(0.0, deadline - time.monotonic())))
+            remaining = self.in_flight()
         return remaining
 
     def in_flight(self) -> int:
-        return len(self._producer)
+        """Messages not yet reported, including a replaced producer's purged ones the poll thread has yet to serve."""
+        return len(self._producer) + sum(len(producer) for producer, _ in list(self._retired))
 
     def close(self, timeout: float = 30.0) -> int:
         remaining = self.flush(timeout)

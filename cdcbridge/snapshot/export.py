@@ -40,8 +40,8 @@ SNAPSHOT_SHARD_ID = "snapshot"
 SNAPSHOT_EPOCH = 0
 
 
-#: How long a range waits for its last acknowledgements: beyond the producer's message timeout (300 s), by which
-#: librdkafka has reported every message's fate.
+#: How long a range waits for its last acknowledgements: beyond the producer's message timeout (120 s by default, up
+#: to 300 s when raised in kafka.producer), by which librdkafka has reported every message's fate.
 DRAIN_TIMEOUT_SECONDS = 330.0
 
 
