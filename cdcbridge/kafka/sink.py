@@ -51,6 +51,8 @@ DEFAULT_PRODUCER_CONFIG = {
 #: A replaced producer is polled (its messages purged, their failures reported) for at least this long: a thread
 #: that picked it up just before the swap may still queue a message on it.
 RETIRED_PRODUCER_GRACE_SECONDS = 10.0
+#: How the sink's warning begins when it replaces its producer (the chaos checks count these lines).
+PRODUCER_REPLACED = "a Kafka message timed out: replaced the producer"
 
 
 class Delivery(NamedTuple):
@@ -326,10 +328,10 @@ class KafkaSink:
         old.purge()
         self._retired.append((old, time.monotonic()))
         log.warning(
-            "a Kafka message timed out: replaced the producer (librdkafka can stay stuck on a partition whose leader "
-            "was briefly unknown); its %d unacknowledged messages are sent again from their shards' checkpoints",
-            waiting,
-        )
+            "%s (librdkafka can stay stuck on a partition whose leader was briefly unknown); its %d unacknowledged "
+            "messages are sent again from their shards' checkpoints",
+            PRODUCER_REPLACED, waiting,
+        )  # fmt: skip
 
     def _drain_retired(self) -> None:
         """Serve the replaced producers' reports; drop one once it is empty and its grace period is over."""

@@ -95,6 +95,8 @@ class ChaosReport:
     unexpected_worker_exits: list[dict[str, Any]] = field(default_factory=list)
     data_loss_log_lines: int = 0
     data_loss_log_examples: list[str] = field(default_factory=list)
+    #: Kafka producers the workers replaced after a message timed out (cdcbridge.kafka.sink).
+    producer_replacements: int = 0
     #: Every shard's checkpoint covered its last record once the load stopped.
     drained: bool = False
     #: A signal stopped the fault cycles early (the checks still ran).
@@ -235,7 +237,8 @@ class ChaosReport:
             f"apply job              {self.apply.get('runs', 0)} runs ({self.apply.get('restarts', 0)} restarts "
             f"after failures), {self.apply.get('duplicates_absorbed', 0)} duplicates absorbed",
             f"workers                {self.worker_starts} starts, {len(self.unexpected_worker_exits)} unexpected "
-            f"exits; {self.data_loss_log_lines} DATA LOSS log lines",
+            f"exits; {self.data_loss_log_lines} DATA LOSS log lines; {self.producer_replacements} Kafka producers "
+            "replaced after a message timed out",
         ]
         for kind in self.faults_by_kind():
             stats = self.recovery_stats(kind)

@@ -55,7 +55,7 @@ from cdcbridge.harness.chaos.report import ChaosReport, FaultCycle, machine_info
 from cdcbridge.harness.chaos.schedule import ALL_KINDS, FaultKind, plan_faults
 from cdcbridge.harness.chaos.tcp_proxy import TcpProxy
 from cdcbridge.harness.chaos.topic_log import read_image_topic, read_mutation_topic
-from cdcbridge.harness.chaos.workers import WorkerPool
+from cdcbridge.harness.chaos.workers import DATA_LOSS_LINE, PRODUCER_REPLACED_LINE, WorkerPool
 from cdcbridge.harness.demo import apply_until_equal, read_delta_rows, read_source_rows
 from cdcbridge.harness.emulator_admin import EmulatorAdmin
 from cdcbridge.harness.stack.stack import LocalStack, StackPorts
@@ -218,8 +218,9 @@ def _run(options: ChaosOptions, report: ChaosReport, work: Path, spark: Any, say
 def _record_workers(report: ChaosReport, pool: WorkerPool) -> None:
     report.worker_starts = pool.starts
     report.unexpected_worker_exits = [vars(e) for e in pool.unexpected_exits]
-    loss_lines = pool.data_loss_lines()
+    loss_lines = pool.log_lines(DATA_LOSS_LINE)
     report.data_loss_log_lines, report.data_loss_log_examples = len(loss_lines), loss_lines[:5]
+    report.producer_replacements = len(pool.log_lines(PRODUCER_REPLACED_LINE))
 
 
 def _run_cycles(env: ChaosEnvironment, report: ChaosReport, options: ChaosOptions, began: float, say: Echo,

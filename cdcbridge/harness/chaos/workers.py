@@ -13,9 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cdcbridge.harness.processes import BridgeWorkerProcess
+from cdcbridge.kafka.sink import PRODUCER_REPLACED
 
 #: A bridge log line that announces data loss (trimmed data read past, or a shard gone before it was read).
 DATA_LOSS_LINE = re.compile(r"DATA LOSS")
+#: A worker replaced its Kafka producer after a message timed out (cdcbridge.kafka.sink).
+PRODUCER_REPLACED_LINE = re.compile(re.escape(PRODUCER_REPLACED))
 
 
 @dataclass
@@ -95,13 +98,13 @@ class WorkerPool:
             if slot.process is not None:
                 slot.process.stop()
 
-    def data_loss_lines(self) -> list[str]:
-        """Every log line of every worker ever started that announces data loss."""
+    def log_lines(self, pattern: re.Pattern[str]) -> list[str]:
+        """Every log line of every worker ever started that `pattern` finds."""
         lines = []
         for path in self.log_paths:
             try:
                 text = path.read_text(errors="replace")
             except OSError:
                 continue
-            lines += [line for line in text.splitlines() if DATA_LOSS_LINE.search(line)]
+            lines += [line for line in text.splitlines() if pattern.search(line)]
         return lines

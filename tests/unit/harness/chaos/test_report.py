@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
+import pytest
+
 from cdcbridge.harness.chaos.report import ChaosReport, FaultCycle, machine_info
+from cdcbridge.harness.chaos.workers import PRODUCER_REPLACED_LINE, WorkerPool
+from cdcbridge.kafka.sink import PRODUCER_REPLACED
 
 
 def passing_report() -> ChaosReport:
@@ -81,3 +86,21 @@ def test_an_empty_image_topic_fails_the_run() -> None:
 def test_the_machine_is_described() -> None:
     info = machine_info()
     assert info["cpus"] and info["python"] and len(info["load_average_at_start"]) == 3
+
+
+def test_a_replaced_producer_is_counted_from_the_sinks_own_warning_and_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The chaos checks find the sink's warning in worker logs by the sink's own wording, and say how many."""
+    with caplog.at_level(logging.WARNING, logger="cdcbridge.kafka.sink"):
+        logging.getLogger("cdcbridge.kafka.sink").warning(
+            "%s (librdkafka …); its %d unacknowledged messages …", PRODUCER_REPLACED, 3
+        )
+    log = tmp_path / "w1.log"
+    log.write_text("2026-11-27T18:54:04Z INFO something else\n" + "\n".join(r.getMessage() for r in caplog.records))
+    pool = WorkerPool(tmp_path / "cdcbridge.yaml", tmp_path, size=1, log_paths=[log, tmp_path / "never-started.log"])
+    assert pool.log_lines(PRODUCER_REPLACED_LINE) == [caplog.records[0].getMessage()]
+    report = passing_report()
+    report.producer_replacements = 1
+    assert "0 DATA LOSS log lines; 1 Kafka producers replaced after a message timed out" in "\n".join(report.lines())
+    assert report.passed  # a replacement is how the bridge recovers, not a finding
