@@ -32,7 +32,8 @@ from cdcbridge.coordination.clock import SystemClock
 from cdcbridge.coordination.leases.tablestore_store import TablestoreLeaseStore
 from cdcbridge.coordination.stream.tablestore_access import TablestoreStreamAccess
 from cdcbridge.coordination.worker import Worker
-from cdcbridge.kafka.sink import DEFAULT_PRODUCER_CONFIG, DeliveryStats, KafkaSink
+from cdcbridge.kafka.delivery_stats import DeliveryStats
+from cdcbridge.kafka.sink import DEFAULT_PRODUCER_CONFIG, KafkaSink
 from cdcbridge.kafka.topics import TopicAdmin, TopicSpec
 from cdcbridge.observability.metrics import PRODUCE_LATENCY_BUCKETS, WorkerMetrics, start_metrics_server
 from cdcbridge.observability.retention import RetentionThresholds, RetentionWatch

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from cdcbridge.coordination.stats import CoordinationStats, ShardProgressSnapshot
-from cdcbridge.kafka.sink import DeliveryCounts, DeliveryStats
+from cdcbridge.kafka.delivery_stats import DeliveryCounts, DeliveryStats
 from cdcbridge.observability.metrics import LeaseEvent, WorkerMetrics
 from cdcbridge.observability.retention import RetentionWatch
 

@@ -11,7 +11,7 @@ from cdcbridge.changes import Cell, ChangeRecord, RecordAction, Sequence
 from cdcbridge.contract import CellOp
 from cdcbridge.coordination.checkpoint.positions import ExtendedSequence
 from cdcbridge.coordination.stats import CoordinationStats
-from cdcbridge.kafka.sink import DeliveryStats
+from cdcbridge.kafka.delivery_stats import DeliveryStats
 from cdcbridge.observability.metrics import PRODUCE_LATENCY_BUCKETS, WorkerMetrics
 
 COMMIT_US = 1_700_000_000_000_000  # commit time of record 0, µs since the epoch

@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Histogram
 
+from cdcbridge.kafka.delivery_stats import LATENCY_BUCKETS_SECONDS, DeliveryStats
 from cdcbridge.kafka.errors import MessageTooLargeError, ProduceFatalError
-from cdcbridge.kafka.sink import LATENCY_BUCKETS_SECONDS, Delivery, DeliveryStats, KafkaSink, _report
+from cdcbridge.kafka.sink import Delivery, KafkaSink, _report
 from cdcbridge.observability.metrics import PRODUCE_LATENCY_BUCKETS, BucketedHistogram
 
 
