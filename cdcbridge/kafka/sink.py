@@ -95,8 +95,8 @@ def _classify(error: KafkaError, message: Message) -> KafkaSideError:
         return _too_large(message.topic(), key, size)
     if error.code() in _PURGED:
         return ProduceFatalError(
-            f"message for key {key!r} on topic {message.topic()} was dropped unacknowledged: the Kafka producer was "
-            f"replaced after a message timed out ({error.name()}); it is sent again from the last checkpoint"
+            f"message for key {key!r} on topic {message.topic()} was dropped unacknowledged ({error.name()}): the "
+            "Kafka producer was replaced after a message timed out; it is sent again from the last checkpoint"
         )
     return ProduceFatalError(
         f"Kafka refused a message for key {key!r} on topic {message.topic()}: {error.name()} ({error.str()})"
