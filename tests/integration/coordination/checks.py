@@ -89,6 +89,17 @@ def wait_counts(cluster: WorkerCluster, expected: dict[str, int]) -> None:
     wait_until(lambda: cluster.counts() == expected, SLOW, f"lease counts {expected} (now {cluster.counts()})")
 
 
+def wait_reading(cluster: WorkerCluster, worker: str, shards: list[str]) -> None:
+    """Wait until `worker` holds exactly `shards` and has initialized a processor on each: past the moment its
+    leases are taken one by one, and past any parent it still had to finish first."""
+
+    def reading() -> bool:
+        initialized = {e.shard_id for e in cluster.journal().events if e.worker == worker and e.kind == "initialize"}
+        return held_by(cluster, worker) == set(shards) and set(shards) <= initialized
+
+    wait_until(reading, SLOW, f"{worker} reading {sorted(shards)} (it holds {sorted(held_by(cluster, worker))})")
+
+
 def checkpoint_seq_of(cluster: WorkerCluster, shard: str) -> ExtendedSequence | None:
     lease = next(lease for lease in cluster.leases() if lease.shard_id == shard)
     return lease.checkpoint_seq

@@ -24,6 +24,7 @@ from tests.integration.coordination.checks import (
     held_by,
     stop_all,
     wait_counts,
+    wait_reading,
 )
 from tests.integration.coordination.conftest import Scenario
 
@@ -40,7 +41,7 @@ def test_kill_9_mid_batch_redelivers_only_after_the_last_checkpoint(scenario: Ca
     cluster = s.cluster
     load = s.start_load()
     cluster.start_worker("a", LAGGING)
-    wait_counts(cluster, {"a": 2})
+    wait_reading(cluster, "a", s.shards)
     cluster.start_worker("b", LAGGING)
     wait_counts(cluster, {"a": 1, "b": 1})
     (victim_shard,) = held_by(cluster, "a")
@@ -141,7 +142,7 @@ def test_graceful_stop_hands_over_at_once_without_duplicates(scenario: Callable[
     cluster = s.cluster
     load = s.start_load()
     leaving = cluster.start_worker("a", long_lease)
-    wait_counts(cluster, {"a": 2})
+    wait_reading(cluster, "a", s.shards)
     cluster.start_worker("b", long_lease)
     wait_counts(cluster, {"a": 1, "b": 1})
     (handed,) = held_by(cluster, "a")
@@ -173,7 +174,7 @@ def test_a_stealer_killed_mid_hand_off_leaves_nothing_stuck(scenario: Callable[[
     cluster = s.cluster
     load = s.start_load()
     cluster.start_worker("a", slow_drain)
-    wait_counts(cluster, {"a": 2})
+    wait_reading(cluster, "a", s.shards)
     stealer = cluster.start_worker("b")
     contested = wait_until(
         lambda: next((lease.shard_id for lease in cluster.leases() if lease.stealer == "b"), None),

@@ -21,6 +21,7 @@ from tests.integration.coordination.checks import (
     held_by,
     stop_all,
     wait_counts,
+    wait_reading,
 )
 from tests.integration.coordination.conftest import Scenario
 
@@ -71,7 +72,7 @@ def test_merge_of_shards_held_by_two_workers_keeps_per_key_order(scenario: Calla
     cluster = s.cluster
     load = s.start_load()
     cluster.start_worker("a")
-    wait_counts(cluster, {"a": 2})
+    wait_reading(cluster, "a", s.shards)
     cluster.start_worker("b")
     wait_counts(cluster, {"a": 1, "b": 1})
     (p1,), (p2,) = held_by(cluster, "a"), held_by(cluster, "b")
