@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class FoldedTable:
     """One table of a folded batch: the counts, what its changed rows look like, and the rows themselves
-    (``pk``, ``row``: :data:`~cdcbridge.apply.spark.fold.STATE_TYPE`, and ``file``: the target file holding the
-    row, null for a new row), to be written with the guard."""
+    (``pk``, ``row``: :data:`~cdcbridge.apply.spark.fold.STATE_TYPE`, ``file``: the target file holding the
+    row, null for a new row, and ``file_row``: the row's index in it), to be written with the guard."""
 
     table: str
     stats: ApplyStats

@@ -209,7 +209,7 @@ class SparkBatchApplier:
                 case_conflicts=row["case_conflicts"],
                 errors=row["errors"],
                 source_ts_quantiles=tuple(int(ts) for ts in row["ts_quantiles"] or () if ts is not None),
-                rows=folded.where((F.col("table") == row["table"]) & changed).select("pk", "row", "file"),
+                rows=folded.where((F.col("table") == row["table"]) & changed).select("pk", "row", "file", "file_row"),
                 files=frozenset(row["files"]),
                 rows_new=row["rows_new"],
                 keys_repeated=row["keys_repeated"],

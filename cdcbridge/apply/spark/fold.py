@@ -76,16 +76,18 @@ def _grouping_columns() -> tuple[list[Column], list[Column]]:
 
 def fold_rows(grouped: DataFrame, current: DataFrame | None) -> DataFrame:
     """Fold each row's operations (:func:`grouped_operations`) onto its current state (``table``, ``pk``,
-    ``cur``, optionally ``file``; None: the target holds none of the tables). Keeps ``table``, ``pk``,
+    ``cur``, optionally ``file`` and ``file_row``; None: the target holds none of the tables). Keeps ``table``, ``pk``,
     ``messages`` and what was set aside (``python``, ``other``, ``unknown_sids``) and adds
     ``tombstones_without_seq``, ``duplicates``, ``stale``, ``applied``, ``tombstones_redundant``, ``error``,
-    ``row`` (:data:`STATE_TYPE`, the state after the fold) and ``file`` (the target file holding the row, null
-    for a new row or a target that names none)."""
+    ``row`` (:data:`STATE_TYPE`, the state after the fold), ``file`` (the target file holding the row, null
+    for a new row or a target that names none) and ``file_row`` (the row's index in that file, likewise)."""
     from pyspark.sql import functions as F
 
     no_file = F.lit(None).cast("string").alias("file")
+    no_file_row = F.lit(None).cast("bigint").alias("file_row")
     if current is None:
         joined = grouped.withColumn("cur", F.lit(None).cast(STATE_TYPE)).withColumn("file", no_file)
+        joined = joined.withColumn("file_row", no_file_row)
     else:
         # Only the target rows of the batch's keys: a semi-join with the keys broadcast, so a large table is
         # scanned once and not shuffled. Spark converts each scanned row into `cur` before matching it (the key
@@ -93,7 +95,8 @@ def fold_rows(grouped: DataFrame, current: DataFrame | None) -> DataFrame:
         # (`grouped` should be persisted, or the keys are computed from Kafka a second time).
         keys = F.broadcast(grouped.select("table", "pk").where(F.col("table").isNotNull()))
         file = F.col("file") if "file" in current.columns else no_file
-        wanted = current.join(keys, on=["table", "pk"], how="left_semi").select("table", "pk", "cur", file)
+        file_row = F.col("file_row") if "file_row" in current.columns else no_file_row
+        wanted = current.join(keys, on=["table", "pk"], how="left_semi").select("table", "pk", "cur", file, file_row)
         joined = grouped.join(wanted, on=["table", "pk"], how="left")
     FOLD.register(grouped.sparkSession)  # a micro-batch's session is a clone of the job's
     folding, output = _COLUMNS.get(grouped.sparkSession, "folding", _folding_columns)
@@ -115,6 +118,7 @@ def _folding_columns() -> tuple[Column, list[Column]]:
         F.col("folded.err").alias("error"),
         F.expr("named_struct('cols', folded.cols, 'del', folded.del, 'seq', folded.seq, 'ts', folded.ts)").alias("row"),
         F.col("file"),
+        F.col("file_row"),
         F.col("python"),
         F.col("other"),
         F.col("unknown_sids"),

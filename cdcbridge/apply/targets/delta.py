@@ -35,16 +35,23 @@ by its rows with other keys (keys broadcast) plus the folded rows, under the sam
 Delta records the operation as WRITE), which spares the MERGE's scan for the files to touch and its join of every
 stored row with the source. The fold already applied the guard to the rows it read, so this happens only while the
 table is still at that version, and never for a table that keeps a change data feed (which must record each row's
-change). Above the bound a batch always MERGEs, so no batch rewrites a large table.
+change). Above the bound no batch replaces the table.
 
-Above the bound, while the table is still at the version the fold read, the batch is split by what the fold read:
-its rows with new keys (the fold named no file for them) are appended first, then its stored rows are MERGEd with
-an update clause only, the source broadcast (up to :data:`MERGE_BROADCAST_MAX_ROWS` rows). A MERGE that also inserts
-joins source and table with an outer join, so Spark shuffles and sorts the whole table (a 100k batch into 10M rows:
-115 s); with updates only the join is an inner one with the batch broadcast and the table streamed past it (31 s).
-The append carries no marker; the MERGE, the last commit, carries it. A batch cut short between the two is re-run
-from Kafka: its fold then reads the appended rows as stored at their own seq, so their operations are stale and
-only the stored rows are written again.
+Otherwise, in a table that takes deletion vectors and keeps no change data feed, while it is still at the version
+the fold read, the batch is one commit that marks its stored rows deleted where the fold found them (the fold's read
+names each row's file and row index) and writes every changed row, new keys too, as new files, under the batch's
+marker (:mod:`.delta_located_write`): no scan of the table for the rows to replace, so its cost follows the batch.
+The driver's path does the same with the rows :meth:`DeltaTarget.read_rows` located. A table without deletion
+vectors, or one another writer committed to meanwhile, is MERGEd as below.
+
+Above the bound, in a table without deletion vectors, while it is still at the version the fold read, the batch is
+split by what the fold read: its rows with new keys (the fold named no file for them) are appended first, then its
+stored rows are MERGEd with an update clause only, the source broadcast (up to :data:`MERGE_BROADCAST_MAX_ROWS`
+rows). A MERGE that also inserts joins source and table with an outer join, so Spark shuffles and sorts the whole
+table (a 100k batch into 10M rows: 115 s); with updates only the join is an inner one with the batch broadcast and
+the table streamed past it (31 s). The append carries no marker; the MERGE, the last commit, carries it. A batch cut
+short between the two is re-run from Kafka: its fold then reads the appended rows as stored at their own seq, so
+their operations are stale and only the stored rows are written again.
 """
 
 from __future__ import annotations
@@ -78,6 +85,7 @@ from cdcbridge.apply.targets.column_types import (
 )
 from cdcbridge.apply.targets.dead_letters import dead_letter_row
 from cdcbridge.apply.targets.delta_key_bounds import DeltaKeyBounds
+from cdcbridge.apply.targets.delta_located_write import commit_located
 from cdcbridge.changes import Value
 
 if TYPE_CHECKING:
@@ -115,6 +123,9 @@ MICRO_BATCH_CONF = {
 ROW_STATE = KernelFunction("cdcbridge_row_state", "io.cdcbridge.spark.RowState", STATE_TYPE)
 #: The stored rows' file (``_metadata.file_path``), selected before the join with the batch's keys.
 _FILE = "_cdcbridge_file"
+#: The stored rows' index in their file (``_metadata.row_index``), selected likewise.
+_FILE_ROW = "_cdcbridge_file_row"
+_POSITION_DDL = "file string, file_row bigint"
 _BOOKKEEPING_DDL = "`_versions` map<string,bigint>, `_seq` string, `_deleted` boolean, `_source_ts` bigint"
 _DEAD_LETTER_DDL = (
     "app_id string, batch_id bigint, topic string, partition int, offset bigint, error_type string, error string, "
@@ -135,22 +146,27 @@ class _TableShape:
 
 @dataclass(frozen=True)
 class _RowsRead:
-    """What :meth:`DeltaTarget.read_rows` last looked up in a table: the version, the keys and those found."""
+    """What :meth:`DeltaTarget.read_rows` last looked up in a table: the version, the keys, those found and, in
+    a table that takes deletion vectors (and keeps no change data feed), where each found row lies (file path,
+    row index) for :mod:`.delta_located_write`."""
 
     version: int
     keys: frozenset[PrimaryKey]
     found: frozenset[PrimaryKey]
+    positions: Mapping[PrimaryKey, tuple[str, int]] | None = None
 
 
 @dataclass(frozen=True)
 class _FoldRead:
-    """The table version the fold read a table at, with its file count, its size and whether it keeps a change
-    data feed (which must record each row's change, so the table is only ever MERGEd)."""
+    """The table version the fold read a table at, with its file count, its size, whether it keeps a change
+    data feed (which must record each row's change, so the table is only ever MERGEd) and whether it takes
+    deletion vectors."""
 
     version: int
     files: int
     size_bytes: int
     change_feed: bool
+    deletion_vectors: bool
 
 
 #: Field of the fold's value union (and of the primary-key union) that holds each logical column type.
@@ -262,19 +278,33 @@ class DeltaTarget(SparkFoldTarget):
         path = self.path(table)
         snapshot = self._snapshot(path)
         version = int(snapshot.version())
+        configuration = snapshot.metadata().configuration()
+        takes_vectors = _enabled(configuration, DELETION_VECTORS_PROPERTY)
+        locate = takes_vectors and not _enabled(configuration, CHANGE_FEED_PROPERTY)
         rows: dict[PrimaryKey, TargetRow] = {}
+        positions: dict[PrimaryKey, tuple[str, int]] = {}
         if self._key_bounds.files(path, snapshot, list(shape.pk)).may_hold_any(keys):
             # The latest version, as the snapshot just taken (its state is computed once, where `versionAsOf`
             # builds a snapshot of its own); a commit meanwhile leaves the read unpinned, so it is not noted.
             stored = self.spark.read.format("delta").load(path)
+            place = [F.col(_FILE), F.col(_FILE_ROW)] if locate else []
+            if locate:
+                stored = stored.select(
+                    "*", F.col("_metadata.file_path").alias(_FILE), F.col("_metadata.row_index").alias(_FILE_ROW)
+                )
             found = _with_keys(stored, shape, keys, self._json_frame)
-            for (text,) in found.select(F.to_json(F.struct(*[F.col(quote(c)) for c in found.columns]))).collect():
+            names = [c for c in found.columns if c not in (_FILE, _FILE_ROW)]
+            record = F.to_json(F.struct(*[F.col(quote(c)) for c in names]))
+            for text, *where in found.select(record, *place).collect():
                 row = _row_from_json(table, json.loads(text), shape)
                 rows[row.pk] = row
+                if where:
+                    positions[row.pk] = (where[0], int(where[1]))
             if int(self._snapshot(path).version()) != version:
                 self._rows_read.pop(table, None)
                 return rows
-        self._rows_read[table] = _RowsRead(version, frozenset(keys), frozenset(rows))
+        read = _RowsRead(version, frozenset(keys), frozenset(rows), positions if locate else None)
+        self._rows_read[table] = read
         return rows
 
     def refused_rows(self, table: str, rows: Sequence[TargetRow]) -> dict[PrimaryKey, str]:
@@ -304,9 +334,27 @@ class DeltaTarget(SparkFoldTarget):
         source = self._json_frame([_json_row(_row_record(row)) for row in rows], schema)
         if self._rows_are_new(table, shape, rows):
             self._append(table, source, marker)
-        else:
+        elif not self._replace_read_rows(table, rows, source, marker):
             self._guarded_merge(table, source, shape.pk, marker)
         return len(rows)
+
+    def _replace_read_rows(self, table: str, rows: Sequence[TargetRow], source: DataFrame, marker: BatchMarker) -> bool:
+        """Write `rows` by position (:mod:`.delta_located_write`) when :meth:`read_rows` located every stored one
+        of them in the version that is still the latest; False when it did not (nothing written)."""
+        read = self._rows_read.get(table)
+        if read is None or read.positions is None or any(row.pk not in read.keys for row in rows):
+            return False
+        path = self.path(table)
+        if read.version != int(self._snapshot(path).version()):
+            return False
+        places = [read.positions[row.pk] for row in rows if row.pk in read.found]
+        located = self._json_frame([json.dumps({"file": f, "file_row": n}) for f, n in places], _POSITION_DDL)
+        files = {file for file, _ in places}
+        inserted = len(rows) - len(places)
+        if not commit_located(self.spark, path, read.version, source, located, marker, files=files, inserted=inserted):
+            return False
+        self._committed(path, marker)
+        return True
 
     def _rows_are_new(self, table: str, shape: _TableShape, rows: Sequence[TargetRow]) -> bool:
         """Whether the table holds none of the rows' keys: it holds no file, or :meth:`read_rows` looked all of
@@ -379,9 +427,11 @@ class DeltaTarget(SparkFoldTarget):
         from pyspark.sql import functions as F
 
         columns = _for_shape(self._state_columns, table, shape, partial(self._new_state_columns, table))
-        self._note_fold_read(table, shape)
+        read = self._note_fold_read(table, shape)
+        # Delta names a row's index in its file only in a table that takes deletion vectors.
+        file_row = F.col("_metadata.row_index") if read.deletion_vectors else F.lit(None).cast("bigint")
         stored = self.spark.read.format("delta").load(self.path(table))
-        stored = stored.select("*", F.col("_metadata.file_path").alias(_FILE))
+        stored = stored.select("*", F.col("_metadata.file_path").alias(_FILE), file_row.alias(_FILE_ROW))
         keys = F.broadcast(grouped.where(F.col("table") == F.lit(table)).select(*_batch_key_columns(shape)))
         return stored.join(keys, on=list(shape.pk), how="left_semi").select(*columns)
 
@@ -391,12 +441,13 @@ class DeltaTarget(SparkFoldTarget):
         path = self.path(table)
         snapshot = self._snapshot(path)
         files = self._key_bounds.files(path, snapshot, list(shape.pk))
-        change_feed = snapshot.metadata().configuration().get(CHANGE_FEED_PROPERTY)
+        configuration = snapshot.metadata().configuration()
         read = _FoldRead(
             version=int(snapshot.version()),
             files=len(files.files),
             size_bytes=files.size_bytes,
-            change_feed=change_feed.isDefined() and str(change_feed.get()).lower() == "true",
+            change_feed=_enabled(configuration, CHANGE_FEED_PROPERTY),
+            deletion_vectors=_enabled(configuration, DELETION_VECTORS_PROPERTY),
         )
         self._fold_reads[table] = read
         return read
@@ -448,6 +499,8 @@ class DeltaTarget(SparkFoldTarget):
                 self._append(table, source, marker)
             elif self._overwrite_is_cheaper(folded, latest):
                 self._overwrite(table, source, shape.pk, marker)
+            elif self._rows_are_located(folded, latest) and self._replace_located(table, folded, source, marker):
+                pass
             elif self._split_by_stored_rows(folded, latest):
                 self._append_new_then_merge_stored(table, folded, shape, marker)
             else:
@@ -487,6 +540,30 @@ class DeltaTarget(SparkFoldTarget):
         if read.size_bytes > self.overwrite_max_bytes:
             return False
         return int(latest.version()) == read.version
+
+    def _rows_are_located(self, folded: FoldedTable, latest: Any) -> bool:
+        """Whether the stored rows the batch changes can be replaced where the fold found them
+        (:mod:`.delta_located_write`): the table takes deletion vectors, keeps no change data feed and is still at
+        the version the fold read."""
+        read = self._fold_reads.get(folded.table)
+        if read is None or read.change_feed or not read.deletion_vectors:
+            return False
+        return int(latest.version()) == read.version
+
+    def _replace_located(self, table: str, folded: FoldedTable, source: DataFrame, marker: BatchMarker) -> bool:
+        """Mark the changed stored rows deleted where the fold read them and write all changed rows, in one
+        commit under the batch's marker; False if the table moved on meanwhile (nothing written)."""
+        from pyspark.sql import functions as F
+
+        read = self._fold_reads[table]
+        located = folded.rows.where(F.col("file").isNotNull())
+        path = self.path(table)
+        if not commit_located(
+            self.spark, path, read.version, source, located, marker, files=folded.files, inserted=folded.rows_new
+        ):
+            return False
+        self._committed(path, marker)
+        return True
 
     def _split_by_stored_rows(self, folded: FoldedTable, latest: Any) -> bool:
         """Whether the batch is written as an append of its new rows and an update-only MERGE of its stored ones:
@@ -593,6 +670,12 @@ class DeltaTarget(SparkFoldTarget):
 
         frame = self.spark.createDataFrame([(text,) for text in rows], "j string")
         return frame.select(F.from_json("j", ddl).alias("r")).select("r.*")
+
+
+def _enabled(configuration: Any, name: str) -> bool:
+    """Whether the table property `name` is set to true (`configuration`: the table metadata's, a Scala map)."""
+    value = configuration.get(name)
+    return bool(value.isDefined()) and str(value.get()).lower() == "true"
 
 
 def _json_value(value: Any) -> Any:
@@ -721,6 +804,7 @@ def _state_columns(table: str, shape: _TableShape) -> list[Column]:
         pk.alias("pk"),
         ROW_STATE(stored).alias("cur"),
         F.col(_FILE).alias("file"),
+        F.col(_FILE_ROW).alias("file_row"),
     ]
 
 

@@ -1,8 +1,9 @@
-"""A batch into a Delta table above the overwrite bound that holds both new and stored keys: the new rows are
-appended, then the stored ones MERGEd with an update clause only under the batch's marker (the MERGE that also
-inserts shuffles the whole table). The rows, counts and marker equal the reference path's
-(:class:`~tests.integration.apply.test_delta_write_modes.Paths` compares both after every batch), and a batch cut
-short between the two commits, run again, ends with the same rows."""
+"""A batch into a Delta table above the overwrite bound that holds both new and stored keys, when the table takes
+no deletion vectors (created before, or by others; one that takes them is written by position,
+:mod:`.test_delta_located_write`): the new rows are appended, then the stored ones MERGEd with an update clause only
+under the batch's marker (the MERGE that also inserts shuffles the whole table). The rows, counts and marker equal
+the reference path's (:class:`~tests.integration.apply.test_delta_write_modes.Paths` compares both after every
+batch), and a batch cut short between the two commits, run again, ends with the same rows."""
 
 from __future__ import annotations
 
@@ -22,6 +23,18 @@ def _keys(numbers: range) -> list[tuple]:
     return [(("id", n),) for n in numbers]
 
 
+def _without_deletion_vectors(spark: Any, tmp_path: Any) -> Paths:
+    """Paths into a table above the overwrite bound created without deletion vectors, filled with keys 0-39."""
+    paths = Paths(spark, tmp_path, overwrite_max_bytes=0)
+    spark.sql(
+        f"CREATE TABLE delta.`{paths.target.path(TABLE)}` (id bigint NOT NULL, `_versions` map<string,bigint>, "
+        "`_seq` string, `_deleted` boolean, `_source_ts` bigint) USING DELTA "
+        "TBLPROPERTIES ('cdcbridge.primaryKey' = '[\"id\"]')"
+    )
+    paths.apply([_put(10, key, n) for n, key in enumerate(_keys(range(40)))])
+    return paths
+
+
 def _operations(paths: Paths, commits: int) -> list[str]:
     """The last `commits` operations of the Spark path's table, oldest first."""
     from delta.tables import DeltaTable
@@ -38,8 +51,7 @@ def _mixed_batch() -> list[dict[str, Any]]:
 
 
 def test_a_mixed_batch_into_a_large_table_appends_its_new_rows_and_merges_only_its_stored_ones(spark, tmp_path):
-    paths = Paths(spark, tmp_path, overwrite_max_bytes=0)
-    paths.apply([_put(10, key, n) for n, key in enumerate(_keys(range(40)))])
+    paths = _without_deletion_vectors(spark, tmp_path)
     assert paths.apply(_mixed_batch()) == "MERGE"
     assert _operations(paths, 2) == ["WRITE", "MERGE"]
     metrics = paths.last_commit()["operationMetrics"]
@@ -52,8 +64,7 @@ def test_a_mixed_batch_into_a_large_table_appends_its_new_rows_and_merges_only_i
 
 
 def test_a_batch_cut_short_after_its_append_writes_the_stored_rows_when_run_again(spark, tmp_path):
-    paths = Paths(spark, tmp_path, overwrite_max_bytes=0)
-    paths.apply([_put(10, key, n) for n, key in enumerate(_keys(range(40)))])
+    paths = _without_deletion_vectors(spark, tmp_path)
     merge = paths.target._guarded_merge
 
     def stop_before_the_merge(*args: Any, **kwargs: Any) -> None:

@@ -1,8 +1,8 @@
 """The Spark path's bulk case: when none of a batch's changed rows is stored (a new or emptied table, new keys only),
 the Delta target appends them instead of MERGEing, and the rows, counts and marker equal the reference path's
 (:class:`~tests.integration.apply.test_delta_write_modes.Paths` compares both after every batch). A batch that
-changes a stored row, or a table another writer committed to after the fold read it, still MERGEs, and a re-run
-batch writes nothing."""
+changes a stored row is written by position (:mod:`.test_delta_located_write`), one into a table another writer
+committed to after the fold read it is MERGEd, and a re-run batch writes nothing."""
 
 from __future__ import annotations
 
@@ -30,12 +30,12 @@ def test_a_first_batch_with_redeliveries_and_stale_operations_is_appended(spark,
     assert paths.apply([*first, *later, first[0], later[1], deleted, _put(9, keys[5], 99)]) == "WRITE Append"
 
 
-def test_new_keys_into_a_filled_table_are_appended_and_a_mixed_batch_merges(spark, tmp_path):
+def test_new_keys_into_a_filled_table_are_appended_and_a_mixed_batch_is_written_by_position(spark, tmp_path):
     paths = Paths(spark, tmp_path)
     paths.apply([_put(10, key, n) for n, key in enumerate(_keys(range(0, 40, 2)))])
     assert paths.apply([_put(20, key, 1) for key in _keys(range(1, 40, 4))]) == "WRITE Append"
     mixed = [_put(30, key, 2) for key in _keys(range(3, 40, 4))] + [_bump(31, (("id", 0),))]
-    assert paths.apply(mixed) == "MERGE"
+    assert paths.apply(mixed) == "MERGE by position"  # the stored row marked where the fold found it
     assert len(paths.rows(paths.target)) == 40
 
 

@@ -1,9 +1,9 @@
 """How the Delta target commits a folded batch: it appends when none of the changed rows is stored
 (:mod:`.test_delta_new_rows`), replaces a small table when the batch changes a row in every file
-of the version the fold read, and MERGEs otherwise (a batch that leaves some file alone, a table above the size bound,
-a table keeping a change data feed, a table another writer committed to after the fold read it); a MERGE marks the
-replaced rows with deletion vectors instead of rewriting their files. Either way the rows equal the reference
-path's."""
+of the version the fold read, marks the stored rows where the fold found them otherwise (a batch that leaves some
+file alone, a table above the size bound; :mod:`.test_delta_located_write`), and MERGEs a table keeping a change
+data feed or one another writer committed to after the fold read it; a MERGE too marks the replaced rows with
+deletion vectors instead of rewriting their files. Either way the rows equal the reference path's."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from cdcbridge.apply.driver.micro_batch import MicroBatchApplier
 from cdcbridge.apply.spark.batch import SparkBatchApplier
 from cdcbridge.apply.spark.decode import decoded_records
 from cdcbridge.apply.targets.delta import DeltaTarget
+from cdcbridge.apply.targets.delta_located_write import MATCHED_ACTION
 from cdcbridge.contract import MessageFormat
 from tests.unit.apply.envelopes import TABLE, increment, mutation, put
 
@@ -62,10 +63,15 @@ class Paths:
                 target.read_rows(TABLE, KEYS).items()}  # fmt: skip
 
     def last_operation(self) -> str:
-        """The last commit's operation; a WRITE is told apart by its mode (``WRITE Append``, ``WRITE Overwrite``)."""
+        """The last commit's operation; a WRITE is told apart by its mode (``WRITE Append``, ``WRITE Overwrite``),
+        a MERGE of rows the fold located by its matched clause (``MERGE by position``)."""
         last = self.last_commit()
-        mode = (last["operationParameters"] or {}).get("mode") if last["operation"] == "WRITE" else None
-        return f"WRITE {mode}" if mode else last["operation"]
+        parameters = last["operationParameters"] or {}
+        if last["operation"] == "WRITE" and parameters.get("mode"):
+            return f"WRITE {parameters['mode']}"
+        if last["operation"] == "MERGE" and MATCHED_ACTION in parameters.get("matchedPredicates", ""):
+            return "MERGE by position"
+        return last["operation"]
 
     def last_commit(self) -> Any:
         from delta.tables import DeltaTable
@@ -90,7 +96,7 @@ def test_a_batch_changing_every_file_replaces_the_table_and_one_leaving_a_file_a
     assert paths.rows(paths.target)[one_per_file[0]][1]["count"] == KEYS.index(one_per_file[0]) + 5
     by_file = paths.keys_by_file()
     assert len(by_file) >= 2
-    assert paths.apply([_bump(30, next(iter(by_file.values()))[0])]) == "MERGE"
+    assert paths.apply([_bump(30, next(iter(by_file.values()))[0])]) == "MERGE by position"
     assert len(paths.rows(paths.target)) == len(KEYS)
 
 
@@ -130,7 +136,7 @@ def test_an_overwrite_under_a_committed_marker_writes_nothing(spark, tmp_path):
     assert {columns["count"] for _, columns in paths.rows(paths.target).values()} == {999}
 
 
-def test_a_table_above_the_size_bound_is_merged_with_deletion_vectors_even_when_every_file_changes(spark, tmp_path):
+def test_a_table_above_the_size_bound_is_written_by_position_even_when_every_file_changes(spark, tmp_path):
     from delta.tables import DeltaTable
 
     paths = Paths(spark, tmp_path, overwrite_max_bytes=0)
@@ -140,7 +146,7 @@ def test_a_table_above_the_size_bound_is_merged_with_deletion_vectors_even_when_
     files = paths.keys_by_file()
     assert len(files) >= 2, "the test needs a table of several files"
     one_per_file = [keys[0] for keys in files.values()]
-    assert paths.apply([_bump(20, key) for key in one_per_file]) == "MERGE"
+    assert paths.apply([_bump(20, key) for key in one_per_file]) == "MERGE by position"
     metrics = paths.last_commit()["operationMetrics"]
     assert int(metrics["numTargetFilesRemoved"]) == 0  # no file rewritten: the replaced rows are marked
     assert int(metrics["numTargetDeletionVectorsAdded"]) == len(files)

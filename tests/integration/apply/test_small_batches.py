@@ -2,7 +2,8 @@
 ranges from its plan, reads those offsets on the driver itself (no Spark job; or one collect where
 ``apply.kafka_options`` needs the Java client), applies the batch there (a read of only its stored rows, one write)
 and leaves the target exact: redelivered increments across batches count once, a deleted row put again lives, a key
-changed in consecutive tiny batches ends with the last change; new keys are appended, stored ones MERGEd."""
+changed in consecutive tiny batches ends with the last change; new keys are appended, stored ones written by position
+where the driver's read found them (one commit: deletion vectors and new files)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 from cdcbridge.apply.batch_size import batch_messages, kafka_offset_ranges
 from cdcbridge.apply.job import run_apply
 from cdcbridge.apply.targets.delta import DeltaTarget
+from cdcbridge.apply.targets.delta_located_write import MATCHED_ACTION
 from cdcbridge.formats.keys import encode_key
 from cdcbridge.harness.bench.apply_workload import OutgoingMessage, ensure_topics
 from tests.unit.apply.envelopes import increment, mutation, put
@@ -99,8 +101,12 @@ class _TinyBatches:
         assert (summary["batches"], summary["small_batches"], summary["messages"]) == (1, 1, len(messages))
         assert summary["driver_fetches"] == 1
         last = self.spark.sql(f"DESCRIBE HISTORY delta.`{self.path}` LIMIT 1").first()
-        mode = (last["operationParameters"] or {}).get("mode") if last["operation"] == "WRITE" else None
-        return f"WRITE {mode}" if mode else last["operation"]
+        parameters = last["operationParameters"] or {}
+        if last["operation"] == "WRITE" and parameters.get("mode"):
+            return f"WRITE {parameters['mode']}"
+        if last["operation"] == "MERGE" and MATCHED_ACTION in parameters.get("matchedPredicates", ""):
+            return "MERGE by position"
+        return last["operation"]
 
     def rows(self) -> dict[int, tuple[bool, Any]]:
         stored = DeltaTarget(self.spark, str(Path(self.path).parent)).read_rows("users", [(("id", k),) for k in
@@ -114,7 +120,7 @@ def test_tiny_batches_fold_redeliveries_deletes_and_repeated_keys_exactly(stack,
     put_a, put_b = tiny.message(10, "PUT", [put("count", 1, 10)], 1), tiny.message(11, "PUT", [put("count", 2, 11)], 2)
     assert tiny.apply(put_a, put_b) == "WRITE Append"  # a new table
     bump_a = tiny.message(20, "UPDATE", [increment("count", 5)], 1)
-    assert tiny.apply(bump_a, put_a, tiny.message(21, "PUT", [put("count", 3, 21)], 3)) == "MERGE"
+    assert tiny.apply(bump_a, put_a, tiny.message(21, "PUT", [put("count", 3, 21)], 3)) == "MERGE by position"
     assert tiny.rows() == {1: (False, 6), 2: (False, 2), 3: (False, 3)}
     delete_b = tiny.message(31, "DELETE", [], 2)
     tiny.apply(bump_a, tiny.message(30, "UPDATE", [increment("count", 5)], 1), delete_b)  # bump_a redelivered
@@ -122,5 +128,5 @@ def test_tiny_batches_fold_redeliveries_deletes_and_repeated_keys_exactly(stack,
     tiny.apply(tiny.message(40, "PUT", [put("count", 7, 40)], 2), delete_b)  # put again; the delete redelivered
     assert tiny.rows() == {1: (False, 11), 2: (False, 7), 3: (False, 3)}
     assert tiny.apply(tiny.message(50, "PUT", [put("count", 4, 50)], 9)) == "WRITE Append"  # a new key only
-    assert tiny.apply(tiny.message(51, "UPDATE", [put("count", 8, 51)], 9)) == "MERGE"  # the same key again
+    assert tiny.apply(tiny.message(51, "UPDATE", [put("count", 8, 51)], 9)) == "MERGE by position"  # the key again
     assert tiny.rows() == {1: (False, 11), 2: (False, 7), 3: (False, 3), 9: (False, 8)}

@@ -1,0 +1,149 @@
+"""One Delta commit that replaces rows whose place the job already knows: deletion vectors mark the stored rows'
+positions, the batch's rows are written as new files, and the batch's txn marker goes in the same commit.
+
+Why: a MERGE finds the rows it replaces by joining the batch with every file the batch's keys may lie in, which
+for random keys is a scan of the whole table, although the job's own read of those rows has just named each one's
+file and row index (``_metadata.file_path``, ``_metadata.row_index``). Delta has no public API that deletes rows
+by position, so this takes the internal steps of Delta's own DELETE with deletion vectors (the bitmaps built from
+a frame of file and row index, merged with each file's current vector, and the files' new log entries), pinned
+with delta-spark in pyproject.toml; ``tests/integration/apply/test_delta_located_write.py`` holds them to the
+reference path.
+
+The transaction reads the whole table and must start at the version the rows were located in, so a commit of
+another writer before it means no write here (the caller MERGEs) and one during it fails the commit as a
+conflict, instead of marking rows that moved.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from cdcbridge.apply.core.marker import BatchMarker
+
+#: The columns Delta's deletion-vector builder reads (``DeletionVectorBitmapGenerator``): the file as
+#: ``_metadata.file_path`` names it, the file's current vector (serialized descriptor, null for none), the row.
+_FILE_COLUMN = "filePath"
+_VECTOR_COLUMN = "deletionVectorId"
+_ROW_COLUMN = "rowIndexCol"
+#: The matched clause's action in the table's history (``operationParameters.matchedPredicates``).
+MATCHED_ACTION = "update by position"
+
+
+def commit_located(
+    spark: SparkSession,
+    path: str,
+    read_version: int,
+    rows: DataFrame,
+    located: DataFrame,
+    marker: BatchMarker,
+    *,
+    files: Collection[str],
+    inserted: int,
+) -> bool:
+    """Replace the rows at `located` (``file``: ``_metadata.file_path``, ``file_row``: ``_metadata.row_index``,
+    read at table version `read_version`; `files`: the distinct files) with `rows` (the table's columns;
+    `inserted` of them have new keys) in one commit under `marker`. False, with nothing written, when the table is
+    no longer at `read_version` or does not name a file as the read did; True when written, or when the marker was
+    committed already (Delta skips a MERGE in that case too)."""
+    from pyspark.sql import functions as F
+
+    jvm = spark._jvm
+    session = spark._jsparkSession
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(session, path)
+    txn = log.startTransaction()
+    snapshot = txn.snapshot()
+    if int(snapshot.version()) != read_version:
+        return False
+    if int(txn.txnVersion(marker.app_id)) >= marker.batch_id:
+        return True
+    txn.readWholeTable()
+    helper = _scala_object(jvm.org.apache.spark.sql.delta.commands, "DMLWithDeletionVectorsHelper$")
+    candidates = helper.generateCandidateFileMap(log.dataPath(), txn.filterFiles())
+    vectors = _current_vectors(spark, candidates, files)
+    if vectors is None:
+        return False
+    positions = located.select(F.col("file").alias(_FILE_COLUMN), F.col("file_row").alias(_ROW_COLUMN))
+    marked = positions.join(F.broadcast(vectors), on=_FILE_COLUMN, how="left")
+    generator = _scala_object(jvm.org.apache.spark.sql.delta.commands, "DeletionVectorBitmapGenerator$")
+    results = generator.buildDeletionVectors(session, marked._jdf, log, txn)
+    touched = helper.findFilesWithMatchingRows(txn, candidates, results)
+    marks, mark_counts = _pair(helper.processUnmodifiedData(session, touched, snapshot))
+    written = txn.writeFiles(rows.select(*[F.col(f"`{name}`") for name in snapshot.schema().fieldNames()])._jdf)
+    replaced = int(mark_counts.apply("numModifiedRows"))
+    _register_metrics(spark, txn, {
+        "numSourceRows": replaced + inserted,
+        "operationNumSourceRows": replaced + inserted,
+        "numOutputRows": replaced + inserted,
+        "numTargetRowsInserted": inserted,
+        "numTargetRowsUpdated": replaced,
+        "numTargetRowsMatchedUpdated": replaced,
+        "numTargetRowsCopied": 0,
+        "numTargetRowsDeleted": 0,
+        "numTargetFilesAdded": int(written.size()),
+        "numTargetFilesRemoved": int(mark_counts.apply("numRemovedFiles")),
+        "numTargetDeletionVectorsAdded": int(mark_counts.apply("numDeletionVectorsAdded")),
+        "numTargetDeletionVectorsRemoved": int(mark_counts.apply("numDeletionVectorsRemoved")),
+        "numTargetDeletionVectorsUpdated": int(mark_counts.apply("numDeletionVectorsUpdated")),
+    })  # fmt: skip
+    stamp = jvm.scala.Some(jvm.java.lang.Long.valueOf(int(time.time() * 1000)))
+    marker_action = jvm.org.apache.spark.sql.delta.actions.SetTransaction(marker.app_id, marker.batch_id, stamp)
+    txn.commit(marks.toList().appendedAll(written).appended(marker_action), _merge_operation(jvm))
+    return True
+
+
+def _pair(pair: Any) -> tuple[Any, Any]:
+    return pair._1(), pair._2()
+
+
+def _register_metrics(spark: SparkSession, txn: Any, counts: dict[str, int]) -> None:
+    """Give the commit the metrics a MERGE records in the table's history (Delta requires some of them)."""
+    jvm = spark._jvm
+    factory = _scala_object(jvm.org.apache.spark.sql.execution.metric, "SQLMetrics$")
+    metrics = _scala_object(jvm.scala.collection.immutable, "Map$").empty()
+    for name, value in counts.items():
+        metric = factory.createMetric(spark.sparkContext._jsc.sc(), name)
+        metric.set(value)
+        metrics = metrics.updated(name, metric)
+    txn.registerSQLMetrics(spark._jsparkSession, metrics)
+
+
+def _current_vectors(spark: SparkSession, candidates: Any, files: Collection[str]) -> DataFrame | None:
+    """Each of `files` with its current deletion vector, serialized as Delta's builder expects it (null for
+    none), as a frame built in the JVM (no Python on executors); None if the table does not name one of them so
+    (`candidates`: the table's files by that name)."""
+    from pyspark.sql import DataFrame
+
+    jvm = spark._jvm
+    rows = jvm.java.util.ArrayList()
+    for path in files:
+        entry = candidates.get(path)
+        if entry.isEmpty():
+            return None
+        vector = entry.get().deletionVector()
+        cells = spark.sparkContext._gateway.new_array(jvm.java.lang.Object, 2)
+        cells[0] = path
+        cells[1] = None if vector is None else vector.serializeToBase64()
+        rows.add(jvm.org.apache.spark.sql.RowFactory.create(cells))
+    schema = jvm.org.apache.spark.sql.types.StructType.fromDDL(f"{_FILE_COLUMN} string, {_VECTOR_COLUMN} string")
+    return DataFrame(spark._jsparkSession.createDataFrame(rows, schema), spark)
+
+
+def _merge_operation(jvm: Any) -> Any:
+    """The commit's operation as the table's history shows it: a MERGE (which is what it does) whose matched
+    clause is :data:`MATCHED_ACTION`."""
+    none = jvm.scala.Option.empty()
+    nothing = _scala_object(jvm.scala.collection.immutable, "Nil$")
+    matched = getattr(nothing, "$colon$colon")(
+        getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$MergePredicate")(none, MATCHED_ACTION)
+    )
+    return jvm.org.apache.spark.sql.delta.DeltaOperations.Merge(none, none, none, none, matched, nothing, nothing)
+
+
+def _scala_object(package: Any, name: str) -> Any:
+    """A Scala `object`'s instance (its class's static ``MODULE$``)."""
+    return getattr(getattr(package, name), "MODULE$")
