@@ -136,3 +136,16 @@ def postgres_live(dsn: str, table: str, schema: str = "public") -> dict[tuple, d
             f'SELECT region, id, attrs, _versions FROM "{schema}"."{table}" WHERE NOT _deleted'
         ).fetchall()
     return {(r, i): {k: c.value for k, c in decode_attrs(a, v).items()} for r, i, a, v in rows}
+
+
+def operation_label(commit: Any) -> str:
+    """A Delta history row's operation as the tests tell them apart: a WRITE by its mode (``WRITE Append``,
+    ``WRITE Overwrite``), a MERGE of rows located by the read by its matched clause (``MERGE by position``)."""
+    from cdcbridge.apply.targets.delta_located_write import MATCHED_ACTION
+
+    parameters = commit["operationParameters"] or {}
+    if commit["operation"] == "WRITE" and parameters.get("mode"):
+        return f"WRITE {parameters['mode']}"
+    if commit["operation"] == "MERGE" and MATCHED_ACTION in parameters.get("matchedPredicates", ""):
+        return "MERGE by position"
+    return commit["operation"]

@@ -15,10 +15,10 @@ from cdcbridge.apply.driver.micro_batch import MicroBatchApplier
 from cdcbridge.apply.spark.batch import SparkBatchApplier
 from cdcbridge.apply.spark.decode import decoded_records
 from cdcbridge.apply.targets.delta import DeltaTarget
-from cdcbridge.apply.targets.delta_located_write import MATCHED_ACTION
 from cdcbridge.contract import MessageFormat
 from tests.unit.apply.envelopes import TABLE, increment, mutation, put
 
+from .helpers import operation_label
 from .kafka_frames import SCHEMAS, batch_frame, routing, with_pk
 
 KEYS = [(("id", n),) for n in range(40)]
@@ -65,13 +65,7 @@ class Paths:
     def last_operation(self) -> str:
         """The last commit's operation; a WRITE is told apart by its mode (``WRITE Append``, ``WRITE Overwrite``),
         a MERGE of rows the fold located by its matched clause (``MERGE by position``)."""
-        last = self.last_commit()
-        parameters = last["operationParameters"] or {}
-        if last["operation"] == "WRITE" and parameters.get("mode"):
-            return f"WRITE {parameters['mode']}"
-        if last["operation"] == "MERGE" and MATCHED_ACTION in parameters.get("matchedPredicates", ""):
-            return "MERGE by position"
-        return last["operation"]
+        return operation_label(self.last_commit())
 
     def last_commit(self) -> Any:
         from delta.tables import DeltaTable

@@ -13,12 +13,19 @@ from typing import Any
 from cdcbridge.apply.batch_size import batch_messages, kafka_offset_ranges
 from cdcbridge.apply.job import run_apply
 from cdcbridge.apply.targets.delta import DeltaTarget
-from cdcbridge.apply.targets.delta_located_write import MATCHED_ACTION
 from cdcbridge.formats.keys import encode_key
 from cdcbridge.harness.bench.apply_workload import OutgoingMessage, ensure_topics
 from tests.unit.apply.envelopes import increment, mutation, put
 
-from .helpers import delta_live, job_config, make_workload, produce, produce_workload, unique_prefix
+from .helpers import (
+    delta_live,
+    job_config,
+    make_workload,
+    operation_label,
+    produce,
+    produce_workload,
+    unique_prefix,
+)
 
 
 def test_the_batch_size_comes_from_the_kafka_offsets(stack, spark, tmp_path: Path) -> None:
@@ -100,13 +107,7 @@ class _TinyBatches:
         summary = run_apply(self.config, once=True, spark=self.spark).as_dict()
         assert (summary["batches"], summary["small_batches"], summary["messages"]) == (1, 1, len(messages))
         assert summary["driver_fetches"] == 1
-        last = self.spark.sql(f"DESCRIBE HISTORY delta.`{self.path}` LIMIT 1").first()
-        parameters = last["operationParameters"] or {}
-        if last["operation"] == "WRITE" and parameters.get("mode"):
-            return f"WRITE {parameters['mode']}"
-        if last["operation"] == "MERGE" and MATCHED_ACTION in parameters.get("matchedPredicates", ""):
-            return "MERGE by position"
-        return last["operation"]
+        return operation_label(self.spark.sql(f"DESCRIBE HISTORY delta.`{self.path}` LIMIT 1").first())
 
     def rows(self) -> dict[int, tuple[bool, Any]]:
         stored = DeltaTarget(self.spark, str(Path(self.path).parent)).read_rows("users", [(("id", k),) for k in
