@@ -15,7 +15,9 @@ cut short between two commits resumes with the tables not yet committed.
 On the Spark path (:mod:`cdcbridge.apply.spark.batch`) the table is read in the fold's job: its rows are matched to
 the batch's keys on the typed key columns (broadcast) and only those turned into the fold's state by compiled code
 (:data:`ROW_STATE`, because Spark interprets the SQL equivalent); the MERGE source is the folded frame itself, and
-nothing passes through Python.
+nothing passes through Python. A batch of few keys (:data:`KEY_FILTER_MAX`) also filters the read by its key values,
+so Delta opens only the files whose key statistics may hold them: a trickle adds a file per batch, which a small
+batch would otherwise open all of.
 
 A batch's cost follows the batch, not the table. Tables are created with deletion vectors
 (``delta.enableDeletionVectors``): a MERGE marks the rows it replaces in a bitmap beside their file and writes only
@@ -62,7 +64,7 @@ import math
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
+from functools import partial, reduce
 from typing import TYPE_CHECKING, Any
 
 from cdcbridge.apply.core.marker import BatchMarker
@@ -85,7 +87,7 @@ from cdcbridge.apply.targets.column_types import (
 )
 from cdcbridge.apply.targets.dead_letters import dead_letter_row
 from cdcbridge.apply.targets.delta_key_bounds import DeltaKeyBounds
-from cdcbridge.apply.targets.delta_located_write import commit_located
+from cdcbridge.apply.targets.delta_located_write import add_files, commit_located
 from cdcbridge.changes import Value
 
 if TYPE_CHECKING:
@@ -102,8 +104,12 @@ OVERWRITE_MAX_BYTES = 64 * 2**20
 MERGE_BROADCAST_MAX_ROWS = 500_000
 #: Rows per data file at most: bounded files keep what rewrites files (see the module docstring) bounded too.
 MAX_RECORDS_PER_FILE = 1_000_000
-#: Most keys :meth:`DeltaTarget.read_rows` looks up with a filter (an IN list) rather than a join.
+#: Most keys whose values filter a read of stored rows (:meth:`DeltaTarget.read_rows`, the fold's read of a batch).
 KEY_FILTER_MAX = 1000
+#: Most checks of a key against a file's key bounds :meth:`DeltaTarget.read_rows` makes to name the files it reads.
+BOUNDS_CHECKS_MAX = 200_000
+#: Most keys such a filter names one by one (an OR of their equalities), which Delta prunes files by exactly.
+KEY_EQUALITIES_MAX = 64
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 GUARD = "s._seq > t._seq OR t._seq IS NULL"
@@ -154,19 +160,23 @@ class _RowsRead:
     keys: frozenset[PrimaryKey]
     found: frozenset[PrimaryKey]
     positions: Mapping[PrimaryKey, tuple[str, int]] | None = None
+    #: The add actions (JSON) of the files read, when the read named them (:meth:`DeltaTarget._files_frame`).
+    adds: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
 class _FoldRead:
     """The table version the fold read a table at, with its file count, its size, whether it keeps a change
-    data feed (which must record each row's change, so the table is only ever MERGEd) and whether it takes
-    deletion vectors."""
+    data feed (which must record each row's change, so the table is only ever MERGEd), whether it takes
+    deletion vectors and so whether the read locates each row."""
 
     version: int
     files: int
     size_bytes: int
     change_feed: bool
     deletion_vectors: bool
+    #: Whether the batch may be written by the positions the read names (:func:`_writes_by_position`).
+    locates_rows: bool
 
 
 #: Field of the fold's value union (and of the primary-key union) that holds each logical column type.
@@ -269,7 +279,7 @@ class DeltaTarget(SparkFoldTarget):
     def read_rows(self, table: str, keys: Collection[PrimaryKey]) -> dict[PrimaryKey, TargetRow]:
         """The stored rows of `keys`, read at the table's latest version (noted for :meth:`write`):
         no Spark job when the table holds no file or no file's key bounds cover one of the keys (new keys,
-        :mod:`.delta_key_bounds`); else a key filter Delta skips files by (an IN list when the key is one column)."""
+        :mod:`.delta_key_bounds`); else the files whose bounds do, with a key filter (:func:`_with_keys`)."""
         shape = self._shape(table)
         if shape is None or not keys:
             return {}
@@ -278,15 +288,21 @@ class DeltaTarget(SparkFoldTarget):
         path = self.path(table)
         snapshot = self._snapshot(path)
         version = int(snapshot.version())
-        configuration = snapshot.metadata().configuration()
-        takes_vectors = _enabled(configuration, DELETION_VECTORS_PROPERTY)
-        locate = takes_vectors and not _enabled(configuration, CHANGE_FEED_PROPERTY)
+        locate = _writes_by_position(snapshot.metadata().configuration())
         rows: dict[PrimaryKey, TargetRow] = {}
         positions: dict[PrimaryKey, tuple[str, int]] = {}
-        if self._key_bounds.files(path, snapshot, list(shape.pk)).may_hold_any(keys):
-            # The latest version, as the snapshot just taken (its state is computed once, where `versionAsOf`
-            # builds a snapshot of its own); a commit meanwhile leaves the read unpinned, so it is not noted.
-            stored = self.spark.read.format("delta").load(path)
+        adds: tuple[str, ...] | None = None
+        files = self._key_bounds.files(path, snapshot, list(shape.pk))
+        holding = files.holding(keys) if len(files.files) * len(keys) <= BOUNDS_CHECKS_MAX else None
+        if holding or (holding is None and files.may_hold_any(keys)):
+            # The files of the snapshot just taken that may hold the keys, read without the table's state; else
+            # the latest version (its state computed once, where `versionAsOf` builds a snapshot of its own), and
+            # a commit meanwhile leaves that read unpinned, so it is not noted.
+            if holding is not None:
+                adds = tuple(files.adds[file] for file in holding)
+                stored = self._files_frame(snapshot, adds)
+            else:
+                stored = self.spark.read.format("delta").load(path)
             place = [F.col(_FILE), F.col(_FILE_ROW)] if locate else []
             if locate:
                 stored = stored.select(
@@ -303,9 +319,19 @@ class DeltaTarget(SparkFoldTarget):
             if int(self._snapshot(path).version()) != version:
                 self._rows_read.pop(table, None)
                 return rows
-        read = _RowsRead(version, frozenset(keys), frozenset(rows), positions if locate else None)
+        read = _RowsRead(version, frozenset(keys), frozenset(rows), positions if locate else None, adds)
         self._rows_read[table] = read
         return rows
+
+    def _files_frame(self, snapshot: Any, adds: Sequence[str]) -> DataFrame:
+        """The rows of some files of `snapshot` (their add actions as JSON), deletion vectors applied: Delta's own
+        reader over exactly those files, without the table's state, which a read of the table rebuilds with Spark
+        jobs for each new version (a small batch's read took about 1 s so, against 0.2 s)."""
+        from pyspark.sql import DataFrame
+
+        files = add_files(self.spark._jvm, adds)
+        frame = snapshot.deltaLog().createDataFrame(snapshot, files, False, self.spark._jvm.scala.Option.empty())
+        return DataFrame(frame, self.spark)
 
     def refused_rows(self, table: str, rows: Sequence[TargetRow]) -> dict[PrimaryKey, str]:
         shape = self._shape(table)
@@ -351,10 +377,7 @@ class DeltaTarget(SparkFoldTarget):
         located = self._json_frame([json.dumps({"file": f, "file_row": n}) for f, n in places], _POSITION_DDL)
         files = {file for file, _ in places}
         inserted = len(rows) - len(places)
-        if not commit_located(self.spark, path, read.version, source, located, marker, files=files, inserted=inserted):
-            return False
-        self._committed(path, marker)
-        return True
+        return self._commit_by_position(table, read.version, source, located, marker, files, inserted, read.adds)
 
     def _rows_are_new(self, table: str, shape: _TableShape, rows: Sequence[TargetRow]) -> bool:
         """Whether the table holds none of the rows' keys: it holds no file, or :meth:`read_rows` looked all of
@@ -416,14 +439,24 @@ class DeltaTarget(SparkFoldTarget):
         return self.path(table)
 
     def current_rows(self, tables: Collection[str], grouped: DataFrame) -> DataFrame | None:
+        """The fold's stored rows; a batch of at most :data:`KEY_FILTER_MAX` keys reads only the tables it names,
+        each with a filter on its key values that Delta skips files by (:func:`_stored_keys_filter`)."""
+        shapes = {table: shape for table in tables if (shape := self._shape(table)) is not None}
+        few = _few_batch_keys(shapes, grouped) if shapes else None
         frames = [
-            self._state_frame(table, shape, grouped) for table in tables if (shape := self._shape(table)) is not None
+            self._state_frame(table, shape, grouped, None if few is None else few[table])
+            for table, shape in shapes.items()
+            if few is None or table in few
         ]
         return _union_all(frames)
 
-    def _state_frame(self, table: str, shape: _TableShape, grouped: DataFrame) -> DataFrame:
-        """The table's rows with the keys of `grouped` as the fold's state: ``table``, ``pk``, ``cur``, ``file``.
-        Matched on the typed key columns before the conversion, so only the batch's rows are converted."""
+    def _state_frame(
+        self, table: str, shape: _TableShape, grouped: DataFrame, keys: Collection[tuple[Any, ...]] | None
+    ) -> DataFrame:
+        """The table's rows with the keys of `grouped` as the fold's state: ``table``, ``pk``, ``cur``, ``file``,
+        ``file_row``. Matched on the typed key columns before the conversion, so only the batch's rows are
+        converted; `keys` (the batch's typed keys, if few) filter the read too (:func:`_stored_keys_filter`), so
+        Delta reads only the files whose statistics may hold them (a trickle's table grows a file per batch)."""
         from pyspark.sql import functions as F
 
         columns = _for_shape(self._state_columns, table, shape, partial(self._new_state_columns, table))
@@ -431,6 +464,8 @@ class DeltaTarget(SparkFoldTarget):
         # Delta names a row's index in its file only in a table that takes deletion vectors.
         file_row = F.col("_metadata.row_index") if read.deletion_vectors else F.lit(None).cast("bigint")
         stored = self.spark.read.format("delta").load(self.path(table))
+        if keys is not None:
+            stored = stored.where(_stored_keys_filter(shape, keys))
         stored = stored.select("*", F.col("_metadata.file_path").alias(_FILE), file_row.alias(_FILE_ROW))
         keys = F.broadcast(grouped.where(F.col("table") == F.lit(table)).select(*_batch_key_columns(shape)))
         return stored.join(keys, on=list(shape.pk), how="left_semi").select(*columns)
@@ -448,6 +483,7 @@ class DeltaTarget(SparkFoldTarget):
             size_bytes=files.size_bytes,
             change_feed=_enabled(configuration, CHANGE_FEED_PROPERTY),
             deletion_vectors=_enabled(configuration, DELETION_VECTORS_PROPERTY),
+            locates_rows=_writes_by_position(configuration),
         )
         self._fold_reads[table] = read
         return read
@@ -499,7 +535,7 @@ class DeltaTarget(SparkFoldTarget):
                 self._append(table, source, marker)
             elif self._overwrite_is_cheaper(folded, latest):
                 self._overwrite(table, source, shape.pk, marker)
-            elif self._rows_are_located(folded, latest) and self._replace_located(table, folded, source, marker):
+            elif self._replace_located(folded, latest, source, marker):
                 pass
             elif self._split_by_stored_rows(folded, latest):
                 self._append_new_then_merge_stored(table, folded, shape, marker)
@@ -541,26 +577,39 @@ class DeltaTarget(SparkFoldTarget):
             return False
         return int(latest.version()) == read.version
 
-    def _rows_are_located(self, folded: FoldedTable, latest: Any) -> bool:
-        """Whether the stored rows the batch changes can be replaced where the fold found them
-        (:mod:`.delta_located_write`): the table takes deletion vectors, keeps no change data feed and is still at
-        the version the fold read."""
-        read = self._fold_reads.get(folded.table)
-        if read is None or read.change_feed or not read.deletion_vectors:
-            return False
-        return int(latest.version()) == read.version
-
-    def _replace_located(self, table: str, folded: FoldedTable, source: DataFrame, marker: BatchMarker) -> bool:
+    def _replace_located(self, folded: FoldedTable, latest: Any, source: DataFrame, marker: BatchMarker) -> bool:
         """Mark the changed stored rows deleted where the fold read them and write all changed rows, in one
-        commit under the batch's marker; False if the table moved on meanwhile (nothing written)."""
+        commit under the batch's marker, if the fold's read located them (the table takes deletion vectors and
+        keeps no change data feed) and the table is still at that version; False if not (nothing written)."""
         from pyspark.sql import functions as F
 
-        read = self._fold_reads[table]
+        read = self._fold_reads.get(folded.table)
+        if read is None or not read.locates_rows or int(latest.version()) != read.version:
+            return False
         located = folded.rows.where(F.col("file").isNotNull())
+        return self._commit_by_position(folded.table, read.version, source, located, marker, folded.files,
+                                        folded.rows_new)  # fmt: skip
+
+    def _commit_by_position(
+        self,
+        table: str,
+        version: int,
+        source: DataFrame,
+        located: DataFrame,
+        marker: BatchMarker,
+        files: Collection[str],
+        inserted: int,
+        adds: Collection[str] | None = None,
+    ) -> bool:
+        """One commit by position (:func:`.delta_located_write.commit_located`; `adds`: the add actions of the
+        files read, if known), noted as ours when written."""
         path = self.path(table)
+        known = self._markers.get((path, marker.app_id))
+        committed = None if known is None or known[0] != version else known[1].batch_id if known[1] else -1
         if not commit_located(
-            self.spark, path, read.version, source, located, marker, files=folded.files, inserted=folded.rows_new
-        ):
+            self.spark, path, version, source, located, marker, files=files, inserted=inserted, adds=adds,
+            committed_batch=committed,
+        ):  # fmt: skip
             return False
         self._committed(path, marker)
         return True
@@ -672,6 +721,13 @@ class DeltaTarget(SparkFoldTarget):
         return frame.select(F.from_json("j", ddl).alias("r")).select("r.*")
 
 
+def _writes_by_position(configuration: Any) -> bool:
+    """Whether a batch may replace the table's stored rows by position (:mod:`.delta_located_write`): the table
+    takes deletion vectors and keeps no change data feed (which must record each row's change, so only a MERGE
+    writes it)."""
+    return _enabled(configuration, DELETION_VECTORS_PROPERTY) and not _enabled(configuration, CHANGE_FEED_PROPERTY)
+
+
 def _enabled(configuration: Any, name: str) -> bool:
     """Whether the table property `name` is set to true (`configuration`: the table metadata's, a Scala map)."""
     value = configuration.get(name)
@@ -753,18 +809,74 @@ def _union(column: Column, kind: str, fields: tuple[str, ...]) -> Column:
 def _with_keys(
     stored: DataFrame, shape: _TableShape, keys: Collection[PrimaryKey], frame: Callable[[list[str], str], DataFrame]
 ) -> DataFrame:
-    """The rows of `stored` whose key is one of `keys`: a filter on a one-column key (Delta skips the files
-    whose key range holds none of them), else (or for many keys) a join with the keys as a frame (`frame`:
-    JSON texts, DDL)."""
-    from pyspark.sql import functions as F
-
-    if len(shape.pk) == 1 and len(keys) <= KEY_FILTER_MAX:
-        name, kind = next(iter(shape.pk.items()))
-        values = [_typed_key(dict(pk).get(name), kind) for pk in keys]
-        return stored.where(F.col(quote(name)).isin(values))
+    """The rows of `stored` whose key is one of `keys`: a filter Delta skips files by (:func:`_stored_keys_filter`)
+    where it names exactly those keys (a one-column key, or few keys), else a join with the keys as a frame
+    (`frame`: JSON texts, DDL)."""
+    if len(keys) <= KEY_FILTER_MAX and (len(shape.pk) == 1 or len(keys) <= KEY_EQUALITIES_MAX):
+        typed = [tuple(_typed_key(dict(pk).get(name), kind) for name, kind in shape.pk.items()) for pk in keys]
+        return stored.where(_stored_keys_filter(shape, typed))
     pk_schema = ", ".join(f"{quote(name)} {kind}" for name, kind in shape.pk.items())
     wanted = frame([_json_row(dict(pk)) for pk in keys], pk_schema)
     return stored.join(wanted, on=list(shape.pk), how="inner")
+
+
+def _few_batch_keys(shapes: Mapping[str, _TableShape], grouped: DataFrame) -> dict[str, list[tuple[Any, ...]]] | None:
+    """The batch's row keys per table of `shapes` as typed key values (:func:`_typed_batch_key`), read with one
+    small collect of the persisted grouping; None when there are more than :data:`KEY_FILTER_MAX`."""
+    from pyspark.sql import functions as F
+
+    rows = grouped.where(F.col("table").isNotNull()).select("table", "pk").limit(KEY_FILTER_MAX + 1).collect()
+    if len(rows) > KEY_FILTER_MAX:
+        return None
+    keys: dict[str, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        shape = shapes.get(row["table"])
+        if shape is not None:
+            keys.setdefault(row["table"], []).append(_typed_batch_key(shape, row["pk"]))
+    return keys
+
+
+def _typed_batch_key(shape: _TableShape, pk: Sequence[Any]) -> tuple[Any, ...]:
+    """A collected grouped ``pk`` (name and value-union items) as the table's typed key values; a key of other
+    names or types comes out with a None (it matches no stored row, as in :func:`_batch_key_columns`)."""
+    if len(pk) != len(shape.pk):
+        return (None,)
+    return tuple(_typed_key(_collected(item["v"][UNION_FIELD[kind]]), kind) if item["n"] == name else None
+                 for item, (name, kind) in zip(pk, shape.pk.items(), strict=True))  # fmt: skip
+
+
+def _stored_keys_filter(shape: _TableShape, keys: Collection[tuple[Any, ...]]) -> Column:
+    """A filter that holds at least the stored rows of `keys` (typed key values in the key's column order; one with
+    a None matches no stored row and adds nothing) and that Delta prunes files by, with each file's key statistics:
+    up to :data:`KEY_EQUALITIES_MAX` keys an OR of each key's equalities (file by file, and exactly those keys),
+    more as each key column's IN list (Delta prunes an IN list by its range only; exact for a one-column key)."""
+    from pyspark.sql import functions as F
+
+    typed = list(dict.fromkeys(key for key in keys if all(value is not None for value in key)))
+    if not typed:
+        return F.lit(False)
+    names = [quote(name) for name in shape.pk]
+    if len(typed) <= KEY_EQUALITIES_MAX:
+        equalities = [_all_of([F.col(n) == F.lit(v) for n, v in zip(names, key, strict=True)]) for key in typed]
+        return _any_of(equalities)
+    return _all_of([F.col(n).isin(sorted({key[i] for key in typed}, key=repr)) for i, n in enumerate(names)])
+
+
+def _all_of(conditions: Sequence[Column]) -> Column:
+    return reduce(lambda left, right: left & right, conditions)
+
+
+def _any_of(conditions: Sequence[Column]) -> Column:
+    """The conditions OR-ed as a balanced tree, so that a long list does not nest deeply."""
+    while len(conditions) > 1:
+        pairs = range(0, len(conditions), 2)
+        conditions = [conditions[i] | conditions[i + 1] if i + 1 < len(conditions) else conditions[i] for i in pairs]
+    return conditions[0]
+
+
+def _collected(value: Any) -> Any:
+    """A value as collected from Spark in the types the target's keys use (PySpark collects binary as bytearray)."""
+    return bytes(value) if isinstance(value, bytearray) else value
 
 
 def _typed_key(value: PkValue | None, kind: str) -> PkValue | None:

@@ -7,6 +7,10 @@ min/max statistics Delta writes for each file), is built once and then brought f
 log's JSON entries (``DeltaLog.getChanges``, read on the driver): a batch whose keys lie outside every file's bounds
 is known to be new without a job.
 
+Each file's add action is kept as well, so that the driver's read of a small batch's stored rows hands Delta's reader
+exactly the files that may hold them, and its commit by position those files' entries, without the table's state
+(rebuilt with Spark jobs for each new version: about 1 s of each small batch before).
+
 The bounds are conservative: a file without statistics, a key column without them (binary) or a string bound
 Delta may have truncated (:data:`STRING_PREFIX_LENGTH`) counts as able to hold any key. Deletion vectors do not
 matter: they only remove rows, and a bound that still covers a deleted row is merely wide.
@@ -79,11 +83,13 @@ def _usable(bound: Any) -> bool:
 
 @dataclass
 class TableFiles:
-    """One table's files at `version`: path → key bounds (None: unbounded), and path → size in bytes."""
+    """One table's files at `version`: path → key bounds (None: unbounded), path → size in bytes, and path → its
+    add action as JSON (what Delta needs to read the file or mark rows in it: deletion vector, statistics, tags)."""
 
     version: int
     files: dict[str, KeyBounds | None]
     sizes: dict[str, int] = field(default_factory=dict)
+    adds: dict[str, str] = field(default_factory=dict)
 
     @property
     def size_bytes(self) -> int:
@@ -97,6 +103,10 @@ class TableFiles:
                 return True
         return False
 
+    def holding(self, keys: Collection[PrimaryKey]) -> list[str]:
+        """The files whose bounds may hold one of `keys` (a file without bounds may hold any)."""
+        return [path for path, bounds in self.files.items() if bounds is None or any(map(bounds.may_hold, keys))]
+
     def apply_actions(self, actions: Sequence[Mapping[str, Any]], pk_names: Sequence[str]) -> None:
         """One commit's actions: its removes first, then its adds (a deletion-vector update removes and re-adds
         the same path in one commit)."""
@@ -105,11 +115,18 @@ class TableFiles:
             if removed is not None:
                 self.files.pop(removed["path"], None)
                 self.sizes.pop(removed["path"], None)
+                self.adds.pop(removed["path"], None)
         for action in actions:
             added = action.get("add")
             if added is not None:
-                self.files[added["path"]] = key_bounds(added.get("stats"), pk_names)
-                self.sizes[added["path"]] = int(added.get("size") or 0)
+                self.add(added, pk_names)
+
+    def add(self, added: Mapping[str, Any], pk_names: Sequence[str]) -> None:
+        """One file's add action (its fields, as the log holds them)."""
+        path = added["path"]
+        self.files[path] = key_bounds(added.get("stats"), pk_names)
+        self.sizes[path] = int(added.get("size") or 0)
+        self.adds[path] = json.dumps({"add": dict(added)})
 
 
 class DeltaKeyBounds:
@@ -153,10 +170,10 @@ class DeltaKeyBounds:
     def _rebuild(self, snapshot: Any, pk_names: Sequence[str]) -> TableFiles:
         """The whole file list of `snapshot`: one rebuild of its state (the Spark jobs every read paid before)."""
         from pyspark.sql import DataFrame
+        from pyspark.sql import functions as F
 
-        files = DataFrame(snapshot.allFiles().toDF(), self.spark).select("path", "stats", "size").collect()
-        return TableFiles(
-            int(snapshot.version()),
-            {row[0]: key_bounds(row[1], pk_names) for row in files},
-            {row[0]: int(row[2] or 0) for row in files},
-        )
+        files = DataFrame(snapshot.allFiles().toDF(), self.spark).select(F.to_json(F.struct("*"))).collect()
+        table = TableFiles(int(snapshot.version()), {})
+        for (text,) in files:
+            table.add(json.loads(text), pk_names)
+        return table

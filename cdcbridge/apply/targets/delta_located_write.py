@@ -9,6 +9,10 @@ a frame of file and row index, merged with each file's current vector, and the f
 with delta-spark in pyproject.toml; ``tests/integration/apply/test_delta_located_write.py`` holds them to the
 reference path.
 
+A caller that knows the located files' add actions (the driver's path, from the log) passes them: the commit then
+makes those files' new entries itself and reads nothing of the table's state, which Delta's own step would rebuild
+with Spark jobs for each new version.
+
 The transaction reads the whole table and must start at the version the rows were located in, so a commit of
 another writer before it means no write here (the caller MERGEs) and one during it fails the commit as a
 conflict, instead of marking rows that moved.
@@ -30,6 +34,14 @@ if TYPE_CHECKING:
 _FILE_COLUMN = "filePath"
 _VECTOR_COLUMN = "deletionVectorId"
 _ROW_COLUMN = "rowIndexCol"
+#: The counts of the rows and files a commit marked, as Delta's ``processUnmodifiedData`` names them.
+_MARK_COUNTS = (
+    "numModifiedRows",
+    "numRemovedFiles",
+    "numDeletionVectorsAdded",
+    "numDeletionVectorsRemoved",
+    "numDeletionVectorsUpdated",
+)
 #: The matched clause's action in the table's history (``operationParameters.matchedPredicates``).
 MATCHED_ACTION = "update by position"
 
@@ -44,12 +56,18 @@ def commit_located(
     *,
     files: Collection[str],
     inserted: int,
+    adds: Collection[str] | None = None,
+    committed_batch: int | None = None,
 ) -> bool:
     """Replace the rows at `located` (``file``: ``_metadata.file_path``, ``file_row``: ``_metadata.row_index``,
     read at table version `read_version`; `files`: the distinct files) with `rows` (the table's columns;
     `inserted` of them have new keys) in one commit under `marker`. False, with nothing written, when the table is
     no longer at `read_version` or does not name a file as the read did; True when written, or when the marker was
-    committed already (Delta skips a MERGE in that case too)."""
+    committed already (Delta skips a MERGE in that case too).
+
+    The table's state (rebuilt with Spark jobs for each new version) is read only for what the caller does not
+    know at `read_version`: `adds`, the add actions (JSON) of files that include `files`, and `committed_batch`,
+    the batch id of the marker of `marker`'s app id in the table (-1: none)."""
     from pyspark.sql import functions as F
 
     jvm = spark._jvm
@@ -59,11 +77,12 @@ def commit_located(
     snapshot = txn.snapshot()
     if int(snapshot.version()) != read_version:
         return False
-    if int(txn.txnVersion(marker.app_id)) >= marker.batch_id:
+    committed = int(txn.txnVersion(marker.app_id)) if committed_batch is None else committed_batch
+    if committed >= marker.batch_id:
         return True
     txn.readWholeTable()
     helper = _scala_object(jvm.org.apache.spark.sql.delta.commands, "DMLWithDeletionVectorsHelper$")
-    candidates = helper.generateCandidateFileMap(log.dataPath(), txn.filterFiles())
+    candidates = helper.generateCandidateFileMap(log.dataPath(), add_files(jvm, adds) if adds else txn.filterFiles())
     vectors = _current_vectors(spark, candidates, files)
     if vectors is None:
         return False
@@ -72,9 +91,14 @@ def commit_located(
     generator = _scala_object(jvm.org.apache.spark.sql.delta.commands, "DeletionVectorBitmapGenerator$")
     results = generator.buildDeletionVectors(session, marked._jdf, log, txn)
     touched = helper.findFilesWithMatchingRows(txn, candidates, results)
-    marks, mark_counts = _pair(helper.processUnmodifiedData(session, touched, snapshot))
+    if adds:
+        marks, counts = _marked_entries(jvm, touched)
+    else:
+        actions, mark_counts = _pair(helper.processUnmodifiedData(session, touched, snapshot))
+        marks = actions.toList()
+        counts = {name: int(mark_counts.apply(name)) for name in _MARK_COUNTS}
     written = txn.writeFiles(rows.select(*[F.col(f"`{name}`") for name in snapshot.schema().fieldNames()])._jdf)
-    replaced = int(mark_counts.apply("numModifiedRows"))
+    replaced = counts["numModifiedRows"]
     _register_metrics(spark, txn, {
         "numSourceRows": replaced + inserted,
         "operationNumSourceRows": replaced + inserted,
@@ -85,15 +109,55 @@ def commit_located(
         "numTargetRowsCopied": 0,
         "numTargetRowsDeleted": 0,
         "numTargetFilesAdded": int(written.size()),
-        "numTargetFilesRemoved": int(mark_counts.apply("numRemovedFiles")),
-        "numTargetDeletionVectorsAdded": int(mark_counts.apply("numDeletionVectorsAdded")),
-        "numTargetDeletionVectorsRemoved": int(mark_counts.apply("numDeletionVectorsRemoved")),
-        "numTargetDeletionVectorsUpdated": int(mark_counts.apply("numDeletionVectorsUpdated")),
+        "numTargetFilesRemoved": counts["numRemovedFiles"],
+        "numTargetDeletionVectorsAdded": counts["numDeletionVectorsAdded"],
+        "numTargetDeletionVectorsRemoved": counts["numDeletionVectorsRemoved"],
+        "numTargetDeletionVectorsUpdated": counts["numDeletionVectorsUpdated"],
     })  # fmt: skip
     stamp = jvm.scala.Some(jvm.java.lang.Long.valueOf(int(time.time() * 1000)))
     marker_action = jvm.org.apache.spark.sql.delta.actions.SetTransaction(marker.app_id, marker.batch_id, stamp)
-    txn.commit(marks.toList().appendedAll(written).appended(marker_action), _merge_operation(jvm))
+    txn.commit(marks.appendedAll(written).appended(marker_action), _merge_operation(jvm))
     return True
+
+
+def add_files(jvm: Any, adds: Collection[str]) -> Any:
+    """Add actions (JSON) as a Scala sequence of Delta's ``AddFile``."""
+    parse = jvm.org.apache.spark.sql.delta.actions.Action.fromJson
+    files = jvm.java.util.ArrayList()
+    for text in adds:
+        files.add(parse(text))
+    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(files).toSeq()
+
+
+def _marked_entries(jvm: Any, touched: Any) -> tuple[Any, dict[str, int]]:
+    """The log entries of the files whose rows were marked (`touched`, Delta's ``TouchedFileWithDV``), as Delta's
+    ``processUnmodifiedData`` makes them, and its counts: a file is re-added with its new vector, keeping its
+    statistics and tags, which that function looks up in the table's state (a Spark job for each new version)
+    because its entries come from a scan that drops them; these come from the log (`adds` of
+    :func:`commit_located`), statistics included. With them a file whose every row is marked is known, and it is
+    removed instead, as Delta's DELETE does."""
+    stamp = int(time.time() * 1000)
+    marks = jvm.java.util.ArrayList()
+    counts = dict.fromkeys(_MARK_COUNTS, 0)
+    for index in range(touched.size()):
+        file = touched.apply(index)
+        entry = file.fileLogEntry()
+        counts["numModifiedRows"] += int(file.numberOfModifiedRows())
+        if file.isFullyReplaced():
+            marks.add(entry.removeWithTimestamp(stamp, True))
+            counts["numRemovedFiles"] += 1
+            counts["numDeletionVectorsRemoved"] += int(entry.deletionVector() is not None)
+            continue
+        update_stats = True  # the statistics say their bounds are no longer tight, as Delta requires with a vector
+        default = getattr(entry, "removeRows$default$3")()
+        added, removed = _pair(entry.removeRows(file.newDeletionVector(), update_stats, default))
+        marks.add(added)
+        marks.add(removed)
+        if removed.deletionVector() is None:
+            counts["numDeletionVectorsAdded"] += 1
+        else:
+            counts["numDeletionVectorsUpdated"] += 1
+    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(marks).toList(), counts
 
 
 def _pair(pair: Any) -> tuple[Any, Any]:

@@ -158,3 +158,75 @@ def test_rows_read_before_another_writers_commit_are_merged(spark, tmp_path):
     last = _history(target)
     assert last["operation"] == "MERGE" and MATCHED_ACTION not in last["operationParameters"]["matchedPredicates"]
     assert _table(target) == {**dict.fromkeys(set(range(100)) - {7}, 1), 5: 2}
+
+
+def _commit_entries(path: str, version: int) -> tuple[list, list, dict]:
+    """A commit's file entries, without what differs between two runs (vector file ids, times, file names of new
+    data files): the re-added files (path, statistics, vector cardinality), the removed ones (path, had a vector)
+    and the operation's metrics."""
+    import json
+    from pathlib import Path
+
+    actions = [
+        json.loads(line) for line in (Path(path) / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+    ]
+    removed = sorted((a["remove"]["path"], "deletionVector" in a["remove"]) for a in actions if "remove" in a)
+    removed_paths = {file for file, _ in removed}
+    readded = sorted(
+        (
+            a["add"]["path"],
+            json.loads(a["add"]["stats"]),
+            a["add"]["deletionVector"]["cardinality"],
+            a["add"].get("tags"),
+        )
+        for a in actions
+        if "add" in a and a["add"]["path"] in removed_paths
+    )
+    metrics = next(a["commitInfo"]["operationMetrics"] for a in actions if "commitInfo" in a)
+    times = ("executionTimeMs", "scanTimeMs", "rewriteTimeMs", "materializeSourceTimeMs", "numTargetBytesAdded")
+    return readded, removed, {name: value for name, value in metrics.items() if name not in times}
+
+
+def test_the_entries_of_files_read_by_the_driver_equal_deltas_own(spark, tmp_path):
+    """With the files' add actions from the log, the commit makes the marked files' entries itself; they equal
+    those Delta's own step makes from the table's state: each file re-added with its vector (earlier marks kept)
+    and its statistics, no longer tight. A file every row of which is marked is removed instead (Delta's own step,
+    without the files' row counts, keeps it with every row marked)."""
+    import shutil
+
+    from pyspark.sql import functions as F
+
+    from cdcbridge.apply.targets.delta_key_bounds import DeltaKeyBounds
+
+    target = _driver_target(spark, tmp_path / "made")
+    target.read_rows("t", [(("id", key),) for key in range(0, 100, 7)])  # a vector in each file, then copies
+    target.write(TargetBatch(BatchMarker("app", 1), {"t": _target_rows(list(range(0, 100, 7)), 2, 2)}, []))
+    version = int(target._snapshot(target.path("t")).version())
+    ours, deltas = str(tmp_path / "ours"), str(tmp_path / "deltas")
+    shutil.copytree(target.path("t"), ours)
+    shutil.copytree(target.path("t"), deltas)
+
+    def mark(path: str, version: int, which: Any, known: bool) -> None:
+        stored = spark.read.format("delta").load(path).select("*", "_metadata.file_path", "_metadata.row_index")
+        chosen = stored.where(which(stored))
+        located = chosen.select(F.col("file_path").alias("file"), F.col("row_index").alias("file_row"))
+        files = {row[0] for row in located.select("file").distinct().collect()}
+        rows = chosen.drop("file_path", "row_index").withColumn("n", F.lit(3))
+        adds = DeltaKeyBounds(spark).files(path, target._snapshot(path), ["id"]).adds.values() if known else None
+        marker = BatchMarker("app", version)
+        assert commit_located(spark, path, version, rows, located, marker, files=files, inserted=0, adds=adds)
+
+    for path, known in ((ours, True), (deltas, False)):
+        mark(path, version, lambda stored: stored["id"] % 5 == 1, known)
+    assert _commit_entries(ours, version + 1) == _commit_entries(deltas, version + 1)
+    readded, removed, metrics = _commit_entries(ours, version + 1)
+    assert len(readded) == len(removed) >= 2 and any(had_vector for _, had_vector in removed)
+    assert all(stats["tightBounds"] is False for _, stats, _, _ in readded)
+    assert int(metrics["numTargetDeletionVectorsUpdated"]) >= 1
+
+    whole = sorted(file for file, _, _, _ in readded)[0]  # every row of one file still live: all marked
+    mark(ours, version + 1, lambda stored: stored["file_path"].endswith(whole), True)
+    readded, removed, metrics = _commit_entries(ours, version + 2)
+    assert (readded, removed, metrics["numTargetFilesRemoved"]) == ([], [(whole, True)], "1")
+    ids = [row["id"] for row in spark.read.format("delta").load(ours).select("id").collect()]
+    assert len(ids) == len(set(ids)) == 100

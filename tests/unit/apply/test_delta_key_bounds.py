@@ -116,3 +116,23 @@ def test_a_log_that_cannot_be_followed_is_rebuilt_from_the_snapshot(monkeypatch)
     assert bounds.files("t", _Snapshot(1), ["id"]).version == 1  # known: neither rebuilt nor followed
     assert bounds.files("t", _Snapshot(4), ["id"]).version == 4
     assert rebuilt == [1, 4]
+
+
+def test_each_file_keeps_its_add_action_for_a_read_of_that_file_alone():
+    files = TableFiles(0, {})
+    stats = _stats({"id": 0}, {"id": 9})
+    vector = {"storageType": "u", "pathOrInlineDv": "ab", "offset": 1, "sizeInBytes": 34, "cardinality": 2}
+    files.apply_actions(
+        [
+            {"add": {"path": "a.parquet", "size": 10, "stats": stats, "deletionVector": vector}},
+            {"add": {"path": "b.parquet", "size": 20, "stats": _stats({"id": 10}, {"id": 19})}},
+        ],
+        ["id"],
+    )
+    assert json.loads(files.adds["a.parquet"]) == {
+        "add": {"path": "a.parquet", "size": 10, "stats": stats, "deletionVector": vector}
+    }
+    assert files.holding([(("id", 3),), (("id", 30),)]) == ["a.parquet"]
+    assert files.holding([(("id", 3),), (("id", 12),)]) == ["a.parquet", "b.parquet"]
+    files.apply_actions([{"remove": {"path": "a.parquet"}}], ["id"])
+    assert set(files.adds) == {"b.parquet"} and files.holding([(("id", 3),)]) == []
