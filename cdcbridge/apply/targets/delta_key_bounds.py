@@ -9,7 +9,7 @@ is known to be new without a job.
 
 Each file's add action is kept as well, so that the driver's read of a small batch's stored rows hands Delta's reader
 exactly the files that may hold them, and its commit by position those files' entries, without the table's state
-(rebuilt with Spark jobs for each new version: about 1 s of each small batch before).
+(which Delta rebuilds with Spark jobs for each new version).
 
 The bounds are conservative: a file without statistics, a key column without them (binary) or a string bound
 Delta may have truncated (:data:`STRING_PREFIX_LENGTH`) counts as able to hold any key. Deletion vectors do not
@@ -81,6 +81,11 @@ def _usable(bound: Any) -> bool:
     return isinstance(bound, str) and len(bound) < STRING_PREFIX_LENGTH
 
 
+def _may_hold_one(bounds: KeyBounds | None, keys: Collection[PrimaryKey]) -> bool:
+    """Whether a file of these bounds may hold one of `keys` (a file without bounds may hold any)."""
+    return bounds is None or any(map(bounds.may_hold, keys))
+
+
 @dataclass
 class TableFiles:
     """One table's files at `version`: path → key bounds (None: unbounded), path → size in bytes, and path → its
@@ -96,16 +101,11 @@ class TableFiles:
         return sum(self.sizes.values())
 
     def may_hold_any(self, keys: Collection[PrimaryKey]) -> bool:
-        for bounds in self.files.values():
-            if bounds is None:
-                return True
-            if any(bounds.may_hold(key) for key in keys):
-                return True
-        return False
+        return any(_may_hold_one(bounds, keys) for bounds in self.files.values())
 
     def holding(self, keys: Collection[PrimaryKey]) -> list[str]:
-        """The files whose bounds may hold one of `keys` (a file without bounds may hold any)."""
-        return [path for path, bounds in self.files.items() if bounds is None or any(map(bounds.may_hold, keys))]
+        """The files whose bounds may hold one of `keys`."""
+        return [path for path, bounds in self.files.items() if _may_hold_one(bounds, keys)]
 
     def apply_actions(self, actions: Sequence[Mapping[str, Any]], pk_names: Sequence[str]) -> None:
         """One commit's actions: its removes first, then its adds (a deletion-vector update removes and re-adds
