@@ -29,7 +29,9 @@ other readers share (README: "Delta table layout").
 
 When none of the changed rows is stored (a first load, new keys only: the fold's scan named no file for them in
 the version that is still the latest, or the table holds no file), they are appended under the txn marker: what
-the MERGE would write, without its scan of the table for the files to rewrite and its join.
+the MERGE would write, without its scan of the table for the files to rewrite and its join. When the target knows
+the marker at the latest version (it committed that version), the append is one commit that does not rebuild the
+table's state to look the marker up (:func:`.delta_located_write.append_known`).
 
 A small table is cheaper to rewrite than to MERGE: when the changed rows lie in every file of the version the fold
 read (the fold's scan names each row's file) and the table holds at most :data:`OVERWRITE_MAX_BYTES`, it is replaced
@@ -87,7 +89,7 @@ from cdcbridge.apply.targets.column_types import (
 )
 from cdcbridge.apply.targets.dead_letters import dead_letter_row
 from cdcbridge.apply.targets.delta_key_bounds import DeltaKeyBounds
-from cdcbridge.apply.targets.delta_located_write import add_files, commit_located
+from cdcbridge.apply.targets.delta_located_write import add_files, append_known, commit_located
 from cdcbridge.changes import Value
 
 if TYPE_CHECKING:
@@ -564,8 +566,15 @@ class DeltaTarget(SparkFoldTarget):
         return read is not None and not folded.files and int(latest.version()) == read.version
 
     def _append(self, table: str, source: DataFrame, marker: BatchMarker) -> None:
-        """Append `source` (rows with keys the table does not hold) under the batch's txn marker; Delta skips
-        the append if the marker is committed already, as it skips a MERGE."""
+        """Append `source` (rows with keys the table does not hold) under the batch's txn marker; skipped if the
+        marker is committed already, as a MERGE is. One commit without the table's state
+        (:func:`.delta_located_write.append_known`) when the marker at the latest version is known."""
+        path = self.path(table)
+        version = int(self._snapshot(path).version())
+        known = self._known_batch(path, marker.app_id, version)
+        if known is not None and append_known(self.spark, path, version, source, marker, known):
+            self._committed(path, marker)
+            return
         (
             source.write.format("delta")
             .mode("append")

@@ -13,6 +13,9 @@ A caller that knows the located files' add actions (the driver's path, from the 
 makes those files' new entries itself and reads nothing of the table's state, which Delta's own step would rebuild
 with Spark jobs for each new version.
 
+An append of new rows under a marker the caller knows (:func:`append_known`) takes the same transaction's steps, for
+the same reason: a DataFrame append with ``txnAppId`` looks the marker up in the table's state.
+
 The transaction reads the whole table and must start at the version the rows were located in, so a commit of
 another writer before it means no write here (the caller MERGEs) and one during it fails the commit as a
 conflict, instead of marking rows that moved.
@@ -117,6 +120,39 @@ def commit_located(
     stamp = jvm.scala.Some(jvm.java.lang.Long.valueOf(int(time.time() * 1000)))
     marker_action = jvm.org.apache.spark.sql.delta.actions.SetTransaction(marker.app_id, marker.batch_id, stamp)
     txn.commit(marks.appendedAll(written).appended(marker_action), _merge_operation(jvm))
+    return True
+
+
+def append_known(
+    spark: SparkSession, path: str, read_version: int, rows: DataFrame, marker: BatchMarker, committed_batch: int
+) -> bool:
+    """Append `rows` (the table's columns) in one commit under `marker`, where the table at `read_version` holds
+    `committed_batch` as the marker of `marker`'s app id (-1: none): what a DataFrame append with ``txnAppId``
+    writes, without rebuilding the table's state to read the marker. False, with nothing written, when the table
+    is no longer at `read_version`; True when written, or when the marker was committed already.
+
+    The marker's app id is registered as read, so a commit of another writer with it before this one fails the
+    commit as a conflict, as after Delta's own lookup."""
+    from pyspark.sql import functions as F
+
+    jvm = spark._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    txn = log.startTransaction()
+    snapshot = txn.snapshot()
+    if int(snapshot.version()) != read_version:
+        return False
+    if committed_batch >= marker.batch_id:
+        return True
+    txn.readTxn().addOne(marker.app_id)
+    written = txn.writeFiles(rows.select(*[F.col(f"`{name}`") for name in snapshot.schema().fieldNames()])._jdf)
+    stamp = jvm.scala.Some(jvm.java.lang.Long.valueOf(int(time.time() * 1000)))
+    txn.updateSetTransaction(marker.app_id, marker.batch_id, stamp)
+    nothing = _scala_object(jvm.scala.collection.immutable, "Nil$")
+    none = jvm.scala.Option.empty()
+    operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(
+        jvm.org.apache.spark.sql.SaveMode.Append, jvm.scala.Some(nothing), none, none
+    )
+    txn.commit(written, operation)
     return True
 
 

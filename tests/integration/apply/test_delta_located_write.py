@@ -15,9 +15,10 @@ from cdcbridge.apply.core.marker import BatchMarker
 from cdcbridge.apply.core.model import ColumnValue, TargetRow
 from cdcbridge.apply.target import TargetBatch
 from cdcbridge.apply.targets.delta import DeltaTarget
-from cdcbridge.apply.targets.delta_located_write import MATCHED_ACTION, commit_located
+from cdcbridge.apply.targets.delta_located_write import MATCHED_ACTION, append_known, commit_located
 from tests.unit.apply.envelopes import TABLE, mutation
 
+from .helpers import operation_label
 from .kafka_frames import with_pk
 from .test_delta_write_modes import Paths, _bump, _put
 
@@ -104,6 +105,66 @@ def test_a_table_that_moved_on_after_the_rows_were_located_is_left_to_the_merge(
     assert not commit_located(spark, path, version, rows, located, BatchMarker("app", 5), files=files, inserted=0)
     assert _version(paths) == version + 1  # the other writer's commit only
     assert paths.target.read_marker(TABLE, "app") == BatchMarker("app", 0)
+
+
+# --- an append under a known marker ------------------------------------------------------------------------------
+
+
+def _jobs_of(spark: Any, group: str, action: Any) -> tuple[Any, int]:
+    """`action`'s result and the number of Spark jobs it ran."""
+    context = spark.sparkContext
+    context.setJobGroup(group, group)
+    try:
+        result = action()
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    return result, len(context.statusTracker().getJobIdsForGroup(group))
+
+
+def _shifted(paths: Paths) -> Any:
+    """The stored rows with keys 100 higher (new keys)."""
+    stored = _stored(paths)
+    return stored.withColumn("id", stored["id"] + 100)
+
+
+def test_an_append_under_a_known_marker_writes_its_rows_and_marker_in_one_job(spark, tmp_path):
+    paths = _filled(spark, tmp_path)
+    path = paths.target.path(TABLE)
+    version = _version(paths)
+    new_rows = _shifted(paths).localCheckpoint()
+    marker = BatchMarker("app", 1)
+    written, jobs = _jobs_of(spark, "known", lambda: append_known(spark, path, version, new_rows, marker, 0))
+    assert written
+    assert jobs == 1, "the write alone: the table's state is not rebuilt to look the marker up"
+    assert _version(paths) == version + 1
+    commit = paths.last_commit()
+    assert operation_label(commit) == "WRITE Append"
+    assert int(commit["operationMetrics"]["numOutputRows"]) == 40
+    assert _stored(paths).count() == 80
+    assert DeltaTarget(spark, str(tmp_path / "spark")).read_marker(TABLE, "app") == BatchMarker("app", 1)
+
+
+def test_an_append_whose_table_moved_on_or_whose_marker_is_committed_writes_nothing(spark, tmp_path):
+    paths = _filled(spark, tmp_path)
+    path = paths.target.path(TABLE)
+    version = _version(paths)
+    rows = _shifted(paths)
+    assert append_known(spark, path, version, rows, BatchMarker("app", 0), 0)
+    assert not append_known(spark, path, version - 1, rows, BatchMarker("app", 1), 0)
+    assert _version(paths) == version
+    assert _stored(paths).count() == 40
+
+
+def test_the_targets_appends_after_its_own_commits_rebuild_no_table_state(spark, tmp_path):
+    target = DeltaTarget(spark, str(tmp_path))
+    target.write(TargetBatch(BatchMarker("app", 0), {"t": _target_rows(list(range(10)), 1, 1)}, []))
+    batch = TargetBatch(BatchMarker("app", 1), {"t": _target_rows(list(range(10, 20)), 1, 2)}, [])
+    assert target.read_rows("t", [row.pk for row in batch.rows["t"]]) == {}
+    _, jobs = _jobs_of(spark, "target-append", lambda: target.write(batch))
+    assert jobs == 1
+    assert _history(target)["operation"] == "WRITE"
+    assert sorted(_table(target)) == list(range(20))
+    assert DeltaTarget(spark, str(tmp_path)).read_marker("t", "app") == BatchMarker("app", 1)
 
 
 # --- the driver's path: rows it read with read_rows, written by position ------------------------------------------
