@@ -13,12 +13,12 @@ A caller that knows the located files' add actions (the driver's path, from the 
 makes those files' new entries itself and reads nothing of the table's state, which Delta's own step would rebuild
 with Spark jobs for each new version.
 
-An append of new rows under a marker the caller knows (:func:`append_known`) takes the same transaction's steps, for
-the same reason: a DataFrame append with ``txnAppId`` looks the marker up in the table's state.
-
 The transaction reads the whole table and must start at the version the rows were located in, so a commit of
 another writer before it means no write here (the caller MERGEs) and one during it fails the commit as a
 conflict, instead of marking rows that moved.
+
+An append of new rows under a marker the caller knows (:func:`append_known`) takes the same transaction's steps, for
+the same reason: a DataFrame append with ``txnAppId`` looks the marker up in the table's state.
 """
 
 from __future__ import annotations
@@ -75,11 +75,10 @@ def commit_located(
 
     jvm = spark._jvm
     session = spark._jsparkSession
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(session, path)
-    txn = log.startTransaction()
-    snapshot = txn.snapshot()
-    if int(snapshot.version()) != read_version:
+    txn = _transaction_at(spark, path, read_version)
+    if txn is None:
         return False
+    log, snapshot = txn.deltaLog(), txn.snapshot()
     committed = int(txn.txnVersion(marker.app_id)) if committed_batch is None else committed_batch
     if committed >= marker.batch_id:
         return True
@@ -100,7 +99,7 @@ def commit_located(
         actions, mark_counts = _pair(helper.processUnmodifiedData(session, touched, snapshot))
         marks = actions.toList()
         counts = {name: int(mark_counts.apply(name)) for name in _MARK_COUNTS}
-    written = txn.writeFiles(rows.select(*[F.col(f"`{name}`") for name in snapshot.schema().fieldNames()])._jdf)
+    written = _write_files(txn, rows)
     replaced = counts["numModifiedRows"]
     _register_metrics(spark, txn, {
         "numSourceRows": replaced + inserted,
@@ -117,9 +116,7 @@ def commit_located(
         "numTargetDeletionVectorsRemoved": counts["numDeletionVectorsRemoved"],
         "numTargetDeletionVectorsUpdated": counts["numDeletionVectorsUpdated"],
     })  # fmt: skip
-    stamp = jvm.scala.Some(jvm.java.lang.Long.valueOf(int(time.time() * 1000)))
-    marker_action = jvm.org.apache.spark.sql.delta.actions.SetTransaction(marker.app_id, marker.batch_id, stamp)
-    txn.commit(marks.appendedAll(written).appended(marker_action), _merge_operation(jvm))
+    txn.commit(marks.appendedAll(written).appended(_marker_action(jvm, marker)), _merge_operation(jvm))
     return True
 
 
@@ -133,27 +130,42 @@ def append_known(
 
     The marker's app id is registered as read, so a commit of another writer with it before this one fails the
     commit as a conflict, as after Delta's own lookup."""
-    from pyspark.sql import functions as F
-
     jvm = spark._jvm
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
-    txn = log.startTransaction()
-    snapshot = txn.snapshot()
-    if int(snapshot.version()) != read_version:
+    txn = _transaction_at(spark, path, read_version)
+    if txn is None:
         return False
     if committed_batch >= marker.batch_id:
         return True
     txn.readTxn().addOne(marker.app_id)
-    written = txn.writeFiles(rows.select(*[F.col(f"`{name}`") for name in snapshot.schema().fieldNames()])._jdf)
-    stamp = jvm.scala.Some(jvm.java.lang.Long.valueOf(int(time.time() * 1000)))
-    txn.updateSetTransaction(marker.app_id, marker.batch_id, stamp)
+    written = _write_files(txn, rows)
     nothing = _scala_object(jvm.scala.collection.immutable, "Nil$")
     none = jvm.scala.Option.empty()
     operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(
         jvm.org.apache.spark.sql.SaveMode.Append, jvm.scala.Some(nothing), none, none
     )
-    txn.commit(written, operation)
+    txn.commit(written.appended(_marker_action(jvm, marker)), operation)
     return True
+
+
+def _transaction_at(spark: SparkSession, path: str, read_version: int) -> Any | None:
+    """A transaction on the table at `path`, if the table is still at `read_version`."""
+    log = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    txn = log.startTransaction()
+    return txn if int(txn.snapshot().version()) == read_version else None
+
+
+def _write_files(txn: Any, rows: DataFrame) -> Any:
+    """`rows` written as new files of the transaction's table (its columns, in its order), not committed yet."""
+    from pyspark.sql import functions as F
+
+    names = txn.snapshot().schema().fieldNames()
+    return txn.writeFiles(rows.select(*[F.col(f"`{name}`") for name in names])._jdf)
+
+
+def _marker_action(jvm: Any, marker: BatchMarker) -> Any:
+    """The txn marker's log action, stamped now."""
+    stamp = jvm.scala.Some(jvm.java.lang.Long.valueOf(int(time.time() * 1000)))
+    return jvm.org.apache.spark.sql.delta.actions.SetTransaction(marker.app_id, marker.batch_id, stamp)
 
 
 def add_files(jvm: Any, adds: Collection[str]) -> Any:
