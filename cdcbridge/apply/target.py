@@ -105,6 +105,27 @@ class ApplyTarget(ABC):
         """Release connections."""
 
 
+class PendingAppend(ABC):
+    """A table's changed rows written by the job that folded them, not committed yet: committed once the batch's
+    summary and key checks pass, dropped otherwise (see :meth:`SparkFoldTarget.pending_append`)."""
+
+    @abstractmethod
+    def written_in_full(self, folded: FoldedTable) -> bool:
+        """Whether the table took every changed row of `folded` as it is: no new column, none refused."""
+
+    @abstractmethod
+    def key_clashes(self) -> int:
+        """How many written rows share their key with another written row or with a row the table holds."""
+
+    @abstractmethod
+    def commit(self, marker: BatchMarker) -> None:
+        """Commit the written rows under `marker`."""
+
+    @abstractmethod
+    def drop(self) -> None:
+        """Remove the written rows; nothing of them is visible."""
+
+
 class SparkFoldTarget(ApplyTarget):
     """A target the Spark path (:mod:`cdcbridge.apply.spark.batch`) can feed: it hands its current rows to
     Spark as a frame and takes folded rows as one, so no row passes through Python one by one. The reference
@@ -134,3 +155,9 @@ class SparkFoldTarget(ApplyTarget):
     @abstractmethod
     def write_folded(self, marker: BatchMarker, tables: Mapping[str, FoldedTable]) -> dict[str, int]:
         """Write every table's changed rows with the ``_seq`` guard and the marker; rows written per table."""
+
+    def pending_append(self, table: str, rows: DataFrame) -> PendingAppend | None:
+        """`rows` (changed rows of `table` with new keys, as :attr:`FoldedTable.rows`) written in the table's
+        current columns but not committed, so the job that folds them writes them too; None (nothing written) if
+        the target cannot, e.g. the table does not exist yet. Default: it cannot."""
+        return None

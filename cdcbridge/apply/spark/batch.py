@@ -13,7 +13,8 @@ Steps per batch (see :mod:`.operations` and :mod:`.fold` for what runs in Spark)
    table, or an append when no changed row is stored yet; PostgreSQL: one transaction).
 
 A batch whose keys each have one operation and are not stored skips the grouping in steps 1 and 2: it is folded
-message by message, and its checks run in the summary's job (:mod:`.new_keys`).
+message by message, and its checks run in the summary's job (:mod:`.new_keys`); where the target takes a pending
+append, it is written in the job that decodes it, with its summary observed in that job, and checked after.
 
 The batch goes to the reference path, :class:`~cdcbridge.apply.driver.micro_batch.MicroBatchApplier`, instead, before
 anything is written, when it holds anything the reference path must judge message by message: bad input (it
@@ -24,11 +25,12 @@ batch is read again, as on the reference path.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cdcbridge.apply.batch_report import FRESHNESS_QUANTILES, BatchReport
 from cdcbridge.apply.core.fold import ApplyStats
@@ -54,6 +56,10 @@ SHAPE_TYPE = f"struct<cols:{_NAMED_TYPES},pk:{_NAMED_TYPES},case_conflict:boolea
 #: over each row's map entries and key, which Spark interprets lambda by lambda.
 ROW_SHAPE = KernelFunction("cdcbridge_row_shape", "io.cdcbridge.spark.RowShape", SHAPE_TYPE)
 _STAT_COLUMNS = ("tombstones_without_seq", "duplicates", "stale", "applied", "tombstones_redundant")
+#: The summary's aggregates that are lists.
+_LISTS = frozenset({"unknown_sids", "column_sets", "pk_sets", "files", "ts_quantiles"})
+#: A changed row's columns as the target writes them (:attr:`FoldedTable.rows`).
+_ROW_COLUMNS = ("pk", "row", "file", "file_row")
 #: The summary's columns, built once (:mod:`.columns`).
 _SUMMARY_COLUMNS: ColumnCache[tuple[Column, list[Column]]] = ColumnCache()
 
@@ -95,11 +101,66 @@ class SparkBatchApplier:
         normalized = normalized_operations(batch, schemas, self.routing, pk_names)
         if not self.new_keys.worth_trying(self.routing.applied_formats):
             return self._apply_grouped(batch_id, normalized, report, started)
+        if self._apply_written_first(batch_id, normalized, report, started):
+            report.new_key_batches = 1
+            return report
         with _persisted(normalized) as decoded:
-            if self._apply_new_keys(batch_id, decoded, report, started):
+            if self._apply_new_keys(batch_id, decoded, report, time.perf_counter()):
                 report.new_key_batches = 1
                 return report
             return self._apply_grouped(batch_id, decoded, report, time.perf_counter())
+
+    def _apply_written_first(self, batch_id: int, normalized: DataFrame, report: BatchReport, started: float) -> bool:
+        """The new-key path in one Spark job, for a job of one table whose last batch passed the checks, into a
+        target that takes a pending append: the batch folded message by message and written as it is decoded, its
+        summary observed during that write, its keys checked from the written rows; committed if all of it passes
+        (:func:`_fits_written_first`), else dropped (False: nothing written)."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        if len(self.routing.applied_formats) != 1:
+            return False
+        (table,) = self.routing.applied_formats
+        if not self.new_keys.known_clean(table):
+            return False
+        if batch_already_applied(self.target.read_marker(table, self.app_id), self.app_id, batch_id):
+            return False
+        ROW_SHAPE.register(normalized.sparkSession)
+        shape, aggregates = _SUMMARY_COLUMNS.get(normalized.sparkSession, "observed", _observed_columns)
+        observation = Observation()
+        folded = fold_rows(per_message_groups(normalized), None).withColumn("_shape", shape)
+        observed = folded.observe(observation, *aggregates)
+        rows = observed.where((F.col("table") == F.lit(table)) & _changed()).select(*_ROW_COLUMNS)
+        report.seconds_decode = time.perf_counter() - started
+        started = time.perf_counter()
+        pending = self.target.pending_append(table, rows)
+        if pending is None:
+            return False
+        try:
+            report.seconds_write = time.perf_counter() - started
+            started = time.perf_counter()
+            summary = {name: _from_json(name, value) for name, value in observation.get.items()}
+            folded_table = _folded_table(table, summary, rows)
+            if not _fits_written_first(summary, folded_table) or not pending.written_in_full(folded_table):
+                pending.drop()
+                return False
+            if pending.key_clashes():
+                pending.drop()
+                return False
+            report.seconds_read = time.perf_counter() - started
+            started = time.perf_counter()
+            pending.commit(BatchMarker(self.app_id, batch_id))
+        except BaseException:
+            pending.drop()
+            raise
+        report.seconds_write += time.perf_counter() - started
+        report.stats.messages, report.other_format = int(summary["messages"] or 0), int(summary["other"] or 0)
+        report.stats += folded_table.stats
+        report.rows_by_table = {table: folded_table.rows_changed}
+        report.rows_written = folded_table.rows_changed
+        report.source_ts_sample = folded_table.source_ts_quantiles
+        self.new_keys.learn({table: True})
+        return True
 
     def _apply_new_keys(self, batch_id: int, decoded: DataFrame, report: BatchReport, started: float) -> bool:
         """The new-key path (:mod:`.new_keys`): the batch folded message by message and written, if no key of it
@@ -181,7 +242,7 @@ class SparkBatchApplier:
         from pyspark.sql import functions as F
 
         ROW_SHAPE.register(folded.sparkSession)
-        shape, aggregates = _SUMMARY_COLUMNS.get(folded.sparkSession, "summary", _summary_columns)
+        shape, aggregates = _SUMMARY_COLUMNS.get(folded.sparkSession, "summary", _grouped_columns)
         summary = folded.withColumn("_shape", shape).groupBy("table").agg(*aggregates)
         if checks is not None:
             summary = summary.join(checks, on="table", how="left")
@@ -196,51 +257,89 @@ class SparkBatchApplier:
             raise ReferencePathNeeded(f"{python} message(s) need the reference path")
         head = _BatchHead(sum(int(row["messages"] or 0) for row in rows), sum(int(row["other"] or 0) for row in rows))
         changed = _changed()
-        tables: dict[str, FoldedTable] = {}
-        for row in rows:
-            if row["table"] is None:  # the messages that are no operation
-                continue
-            stats = ApplyStats(**{name: int(row[name]) for name in _STAT_COLUMNS}, rows_changed=row["rows_changed"])
-            tables[row["table"]] = FoldedTable(
-                table=row["table"],
-                stats=stats,
-                columns=frozenset((c["n"], c["t"]) for cells in row["column_sets"] for c in cells),
-                pk_signatures=frozenset(tuple((p["n"], p["t"]) for p in pk) for pk in row["pk_sets"]),
-                case_conflicts=row["case_conflicts"],
-                errors=row["errors"],
-                source_ts_quantiles=tuple(int(ts) for ts in row["ts_quantiles"] or () if ts is not None),
-                rows=folded.where((F.col("table") == row["table"]) & changed).select("pk", "row", "file", "file_row"),
-                files=frozenset(row["files"]),
-                rows_new=row["rows_new"],
-                keys_repeated=row["keys_repeated"],
+        tables = {
+            row["table"]: _folded_table(
+                row["table"], row, folded.where((F.col("table") == row["table"]) & changed).select(*_ROW_COLUMNS)
             )
+            for row in rows
+            if row["table"] is not None  # the null table: the messages that are no operation
+        }
         return head, tables, counts
 
 
-def _summary_columns() -> tuple[Column, list[Column]]:
-    """The changed rows' shape (``_shape``) and the per-table aggregates of :meth:`SparkBatchApplier._summarize`
-    (the null table: the messages that are no operation)."""
+def _folded_table(table: str, summary: Mapping[str, Any], rows: DataFrame) -> FoldedTable:
+    """The :class:`FoldedTable` of `table` from its summary (a grouped summary row, or the observed one)."""
+    counts = {name: int(summary[name] or 0) for name in _STAT_COLUMNS}
+    stats = ApplyStats(**counts, rows_changed=summary["rows_changed"])
+    return FoldedTable(
+        table=table,
+        stats=stats,
+        columns=frozenset((c["n"], c["t"]) for cells in summary["column_sets"] or () for c in cells),
+        pk_signatures=frozenset(tuple((p["n"], p["t"]) for p in pk) for pk in summary["pk_sets"] or ()),
+        case_conflicts=summary["case_conflicts"],
+        errors=summary["errors"],
+        source_ts_quantiles=tuple(int(ts) for ts in summary["ts_quantiles"] or () if ts is not None),
+        rows=rows,
+        files=frozenset(summary["files"] or ()),
+        rows_new=summary["rows_new"],
+        keys_repeated=summary["keys_repeated"],
+    )
+
+
+def _fits_written_first(summary: Mapping[str, Any], folded: FoldedTable) -> bool:
+    """Whether an observed batch may be committed as written: no message left to the reference path or to a schema
+    not loaded yet, no fold error, every changed row new and no key repeated, nothing stale, something written."""
+    return (
+        not summary["unknown_sids"]
+        and not summary["python"]
+        and not folded.errors
+        and folded.only_new_keys
+        and folded.rows_changed > 0
+    )
+
+
+def _summary_aggregates() -> tuple[Column, dict[str, Column]]:
+    """The changed rows' shape (``_shape``) and the aggregates of :meth:`SparkBatchApplier._summarize` by name
+    (per table; the null table: the messages that are no operation)."""
     from pyspark.sql import functions as F
 
     changed = _changed()
     shape = F.when(changed, ROW_SHAPE(F.col("pk"), F.col("row.cols")))
-    aggregates = [
-        F.sum("messages").alias("messages"),
-        F.sum("python").alias("python"),
-        F.sum("other").alias("other"),
-        F.array_distinct(F.flatten(F.collect_list("unknown_sids"))).alias("unknown_sids"),
-        *[F.sum(name).alias(name) for name in _STAT_COLUMNS],
-        F.count_if("error").alias("errors"),
-        F.count_if(changed).alias("rows_changed"),
-        F.count_if(changed & F.col("file").isNull()).alias("rows_new"),
-        F.count_if(F.col("messages") > 1).alias("keys_repeated"),
-        F.collect_set("_shape.cols").alias("column_sets"),
-        F.collect_set("_shape.pk").alias("pk_sets"),
-        F.count_if("_shape.case_conflict").alias("case_conflicts"),
-        F.collect_set(F.when(changed, F.col("file"))).alias("files"),
-        F.percentile_approx(F.when(changed, F.col("row.ts")), list(FRESHNESS_QUANTILES)).alias("ts_quantiles"),
-    ]
+    aggregates = {
+        "messages": F.sum("messages"),
+        "python": F.sum("python"),
+        "other": F.sum("other"),
+        "unknown_sids": F.array_distinct(F.flatten(F.collect_list("unknown_sids"))),
+        **{name: F.sum(name) for name in _STAT_COLUMNS},
+        "errors": F.count_if("error"),
+        "rows_changed": F.count_if(changed),
+        "rows_new": F.count_if(changed & F.col("file").isNull()),
+        "keys_repeated": F.count_if(F.col("messages") > 1),
+        "column_sets": F.collect_set("_shape.cols"),
+        "pk_sets": F.collect_set("_shape.pk"),
+        "case_conflicts": F.count_if("_shape.case_conflict"),
+        "files": F.collect_set(F.when(changed, F.col("file"))),
+        "ts_quantiles": F.percentile_approx(F.when(changed, F.col("row.ts")), list(FRESHNESS_QUANTILES)),
+    }
     return shape, aggregates
+
+
+def _grouped_columns() -> tuple[Column, list[Column]]:
+    shape, aggregates = _summary_aggregates()
+    return shape, [column.alias(name) for name, column in aggregates.items()]
+
+
+def _observed_columns() -> tuple[Column, list[Column]]:
+    """The aggregates over the whole batch, observed during its write; the lists as JSON (an observation hands
+    back JVM objects for them)."""
+    from pyspark.sql import functions as F
+
+    shape, aggregates = _summary_aggregates()
+    return shape, [(F.to_json(column) if name in _LISTS else column).alias(name) for name, column in aggregates.items()]
+
+
+def _from_json(name: str, value: Any) -> Any:
+    return json.loads(value) if name in _LISTS and value is not None else value
 
 
 def _changed() -> Column:

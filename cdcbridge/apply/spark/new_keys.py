@@ -12,6 +12,11 @@ computes the batch's summary (:func:`key_checks`), so a batch that passes runs i
 jobs over the decoded batch (persisted). One that fails takes the grouped path on the same decoded batch. A hash
 collision only sends a batch to the grouped path.
 
+A target that takes a pending append (Delta, :meth:`~cdcbridge.apply.target.SparkFoldTarget.pending_append`) lets
+a job of one table check after writing instead: the batch written by the job that decodes it, its summary observed
+in that job and its keys checked from the written rows, then committed or dropped
+(:meth:`~cdcbridge.apply.spark.batch.SparkBatchApplier.apply`). One Kafka read and one pass instead of two.
+
 :class:`NewKeyPlanner` decides from what the driver already knows whether a batch tries it: while batches would fail
 the checks (updates, keys repeated within a batch), they do not pay for them.
 """
@@ -80,6 +85,11 @@ class NewKeyPlanner:
 
     def worth_trying(self, tables: Collection[str]) -> bool:
         return all(self.clean.get(table, True) for table in tables)
+
+    def known_clean(self, table: str) -> bool:
+        """Whether `table`'s last batch is known to have passed the checks (after a restart nothing is known): a
+        batch that writes before it checks is tried only then, so a stream of updates never pays for its write."""
+        return self.clean.get(table, False)
 
     def learn(self, clean: Mapping[str, bool]) -> None:
         """Note, per table of a batch just folded, whether it would have passed the checks."""

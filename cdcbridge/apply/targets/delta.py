@@ -31,7 +31,8 @@ When none of the changed rows is stored (a first load, new keys only: the fold's
 the version that is still the latest, or the table holds no file), they are appended under the txn marker: what
 the MERGE would write, without its scan of the table for the files to rewrite and its join. When the target knows
 the marker at the latest version (it committed that version), the append is one commit that does not rebuild the
-table's state to look the marker up (:func:`.delta_located_write.append_known`).
+table's state to look the marker up (:func:`.delta_located_write.append_known`). A batch of new keys may also be
+written before it is checked (:meth:`DeltaTarget.pending_append`, :mod:`.delta_pending_append`).
 
 A small table is cheaper to rewrite than to MERGE: when the changed rows lie in every file of the version the fold
 read (the fold's scan names each row's file) and the table holds at most :data:`OVERWRITE_MAX_BYTES`, it is replaced
@@ -74,7 +75,7 @@ from cdcbridge.apply.core.model import ColumnValue, PkValue, PrimaryKey, TargetR
 from cdcbridge.apply.errors import TargetError
 from cdcbridge.apply.spark.fold import STATE_TYPE
 from cdcbridge.apply.spark.kernel import KernelFunction
-from cdcbridge.apply.target import SparkFoldTarget, TargetBatch
+from cdcbridge.apply.target import PendingAppend, SparkFoldTarget, TargetBatch
 from cdcbridge.apply.targets.column_types import (
     BINARY,
     BOOLEAN,
@@ -88,8 +89,9 @@ from cdcbridge.apply.targets.column_types import (
     value_type,
 )
 from cdcbridge.apply.targets.dead_letters import dead_letter_row
-from cdcbridge.apply.targets.delta_key_bounds import DeltaKeyBounds
-from cdcbridge.apply.targets.delta_located_write import add_files, append_known, commit_located
+from cdcbridge.apply.targets.delta_key_bounds import DeltaKeyBounds, key_bounds
+from cdcbridge.apply.targets.delta_located_write import PendingFiles, add_files, append_known, commit_located
+from cdcbridge.apply.targets.delta_pending_append import DeltaPendingAppend
 from cdcbridge.changes import Value
 
 if TYPE_CHECKING:
@@ -583,6 +585,31 @@ class DeltaTarget(SparkFoldTarget):
             .save(self.path(table))
         )
         self._committed(self.path(table), marker)
+
+    def pending_append(self, table: str, rows: DataFrame) -> PendingAppend | None:
+        from pyspark.sql import functions as F
+
+        shape = self._shape(table)
+        if shape is None:
+            return None
+        path = self.path(table)
+        snapshot = self._snapshot(path)
+        source = rows.select(*_for_shape(self._source_columns, table, shape, _merge_source_columns))
+        # A row whose key the table cannot take is left out, not failed on: the batch's observed key signatures
+        # then send it to the other paths (DeltaPendingAppend.written_in_full).
+        source = source.where(_all_of([F.col(quote(name)).isNotNull() for name in shape.pk]))
+        files = PendingFiles.write(self.spark, path, int(snapshot.version()), source)
+        if files is None:
+            return None
+        table_files = self._key_bounds.files(path, snapshot, list(shape.pk))
+        written = [key_bounds(stats, list(shape.pk)) for stats in files.stats]
+        adds = [table_files.adds[file] for file in table_files.overlapping(written)]
+        stored = self._files_frame(snapshot, adds) if adds else None
+
+        def committed(marker: BatchMarker, version: int) -> None:
+            self._markers[(path, marker.app_id)] = (version, marker)
+
+        return DeltaPendingAppend(self.spark, shape.pk, shape.columns, files, stored=stored, committed=committed)
 
     def _overwrite_is_cheaper(self, folded: FoldedTable, latest: Any) -> bool:
         """Whether the changed rows lie in every file of the table version the fold read, that table is small

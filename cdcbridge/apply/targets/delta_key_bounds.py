@@ -56,6 +56,21 @@ class KeyBounds:
                 continue
         return True
 
+    def overlaps(self, other: KeyBounds | None) -> bool:
+        """Whether a file of these bounds and one of `other` may hold a key in common (None: any key)."""
+        if other is None:
+            return True
+        for name, bounds in self.columns.items():
+            theirs = other.columns.get(name)
+            if bounds is None or theirs is None:
+                continue
+            try:
+                if bounds[1] < theirs[0] or theirs[1] < bounds[0]:  # type: ignore[operator]
+                    return False
+            except TypeError:  # bounds of two types: no conclusion
+                continue
+        return True
+
 
 def key_bounds(stats: str | None, pk_names: Sequence[str]) -> KeyBounds | None:
     """A file's key bounds from its ``stats`` JSON (None: no statistics, so the file may hold any key)."""
@@ -106,6 +121,14 @@ class TableFiles:
     def holding(self, keys: Collection[PrimaryKey]) -> list[str]:
         """The files whose bounds may hold one of `keys`."""
         return [path for path, bounds in self.files.items() if _may_hold_one(bounds, keys)]
+
+    def overlapping(self, others: Collection[KeyBounds | None]) -> list[str]:
+        """The files that may hold a key in common with a file of one of `others`' bounds."""
+        return [
+            path
+            for path, bounds in self.files.items()
+            if any(bounds is None or bounds.overlaps(other) for other in others)
+        ]
 
     def apply_actions(self, actions: Sequence[Mapping[str, Any]], pk_names: Sequence[str]) -> None:
         """One commit's actions: its removes first, then its adds (a deletion-vector update removes and re-adds

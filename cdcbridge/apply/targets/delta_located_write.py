@@ -126,25 +126,68 @@ def append_known(
     """Append `rows` (the table's columns) in one commit under `marker`, where the table at `read_version` holds
     `committed_batch` as the marker of `marker`'s app id (-1: none): what a DataFrame append with ``txnAppId``
     writes, without rebuilding the table's state to read the marker. False, with nothing written, when the table
-    is no longer at `read_version`; True when written, or when the marker was committed already.
-
-    The marker's app id is registered as read, so a commit of another writer with it before this one fails the
-    commit as a conflict, as after Delta's own lookup."""
-    jvm = spark._jvm
-    txn = _transaction_at(spark, path, read_version)
-    if txn is None:
-        return False
+    is no longer at `read_version`; True when written, or when the marker was committed already."""
     if committed_batch >= marker.batch_id:
-        return True
-    txn.readTxn().addOne(marker.app_id)
-    written = _write_files(txn, rows)
-    nothing = _scala_object(jvm.scala.collection.immutable, "Nil$")
-    none = jvm.scala.Option.empty()
-    operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(
-        jvm.org.apache.spark.sql.SaveMode.Append, jvm.scala.Some(nothing), none, none
-    )
-    txn.commit(written.appended(_marker_action(jvm, marker)), operation)
+        return _transaction_at(spark, path, read_version) is not None
+    pending = PendingFiles.write(spark, path, read_version, rows)
+    if pending is None:
+        return False
+    pending.commit_append(marker)
     return True
+
+
+class PendingFiles:
+    """Rows written as new files of a table inside a transaction started at a known version, not committed yet:
+    the caller commits them as an append under its marker (:meth:`commit_append`) or deletes them (:meth:`drop`).
+    Lets a job write a batch in the job that decodes it and check it afterwards, from the written files."""
+
+    def __init__(self, spark: SparkSession, txn: Any, written: Any) -> None:
+        self.spark = spark
+        self.version = int(txn.snapshot().version())
+        self._txn = txn
+        self._written = written
+
+    @classmethod
+    def write(cls, spark: SparkSession, path: str, read_version: int, rows: DataFrame) -> PendingFiles | None:
+        """`rows` (the table's columns) written as new files; None, with nothing written, when the table is no
+        longer at `read_version`."""
+        txn = _transaction_at(spark, path, read_version)
+        return None if txn is None else cls(spark, txn, _write_files(txn, rows))
+
+    @property
+    def paths(self) -> list[str]:
+        """The written files' absolute paths."""
+        log = self._txn.deltaLog()
+        return [str(added.absolutePath(log)) for added in self._adds()]
+
+    @property
+    def stats(self) -> list[str | None]:
+        """The written files' statistics (JSON, as their log entries will hold them)."""
+        return [added.stats() for added in self._adds()]
+
+    def commit_append(self, marker: BatchMarker) -> int:
+        """Commit the files as an append under `marker`; returns the commit's version. The marker's app id is
+        registered as read, so a commit of another writer with it since the transaction's version fails this
+        one as a conflict, as after Delta's own lookup."""
+        jvm = self.spark._jvm
+        self._txn.readTxn().addOne(marker.app_id)
+        nothing = _scala_object(jvm.scala.collection.immutable, "Nil$")
+        none = jvm.scala.Option.empty()
+        operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(
+            jvm.org.apache.spark.sql.SaveMode.Append, jvm.scala.Some(nothing), none, none
+        )
+        return int(self._txn.commit(self._written.appended(_marker_action(jvm, marker)), operation))
+
+    def drop(self) -> None:
+        """Delete the written files (no commit names them)."""
+        jvm = self.spark._jvm
+        conf = self.spark._jsparkSession.sessionState().newHadoopConf()
+        for path in self.paths:
+            hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+            hadoop_path.getFileSystem(conf).delete(hadoop_path, False)
+
+    def _adds(self) -> list[Any]:
+        return [self._written.apply(i) for i in range(self._written.size())]
 
 
 def _transaction_at(spark: SparkSession, path: str, read_version: int) -> Any | None:

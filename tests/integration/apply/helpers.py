@@ -149,3 +149,14 @@ def operation_label(commit: Any) -> str:
     if commit["operation"] == "MERGE" and MATCHED_ACTION in parameters.get("matchedPredicates", ""):
         return "MERGE by position"
     return commit["operation"]
+
+
+def spark_jobs_of(spark: Any, group: str, action: Any) -> tuple[Any, int]:
+    """`action`'s result and the number of Spark jobs it ran."""
+    context = spark.sparkContext
+    context.setJobGroup(group, group)
+    try:
+        result = action()
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    return result, len(context.statusTracker().getJobIdsForGroup(group))

@@ -16,6 +16,7 @@ import click
 from cdcbridge.apply.job import run_apply
 from cdcbridge.apply.spark.session import build_spark_session
 from cdcbridge.apply.targets.delta import DeltaTarget
+from cdcbridge.apply.targets.delta_pending_append import DeltaPendingAppend
 from cdcbridge.config import BridgeConfig, load_config
 from cdcbridge.harness.stack.spark import apply_paths, local_spark_settings
 
@@ -41,10 +42,13 @@ def main(config: Path, hang_after_write: int | None, flag: Path | None, continuo
         if flag is None:
             raise click.UsageError("--hang-after-write needs --flag")
         original, original_folded = DeltaTarget.write, DeltaTarget.write_folded
+        original_pending = DeltaPendingAppend.commit
 
         def hang_after(marker) -> None:
             if marker.batch_id >= hang_after_write:
-                flag.write_text(str(marker.batch_id))
+                written = flag.with_suffix(".part")
+                written.write_text(str(marker.batch_id))
+                written.rename(flag)  # whole, so the test never reads it half written
                 time.sleep(3600)
 
         def write_then_hang(self, batch):  # the reference path's commit
@@ -57,8 +61,13 @@ def main(config: Path, hang_after_write: int | None, flag: Path | None, continuo
             hang_after(marker)
             return written
 
+        def commit_then_hang(self, marker):  # the Spark path's commit of a batch written before its checks
+            original_pending(self, marker)
+            hang_after(marker)
+
         DeltaTarget.write = write_then_hang
         DeltaTarget.write_folded = write_folded_then_hang
+        DeltaPendingAppend.commit = commit_then_hang
     spark = build_spark_session("cdcbridge-apply", job_config.apply.spark) if dump is not None else None
     try:
         summary = run_apply(job_config, once=not continuous, spark=spark)

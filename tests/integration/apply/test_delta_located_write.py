@@ -18,7 +18,7 @@ from cdcbridge.apply.targets.delta import DeltaTarget
 from cdcbridge.apply.targets.delta_located_write import MATCHED_ACTION, append_known, commit_located
 from tests.unit.apply.envelopes import TABLE, mutation
 
-from .helpers import operation_label
+from .helpers import operation_label, spark_jobs_of
 from .kafka_frames import with_pk
 from .test_delta_write_modes import Paths, _bump, _put
 
@@ -110,17 +110,6 @@ def test_a_table_that_moved_on_after_the_rows_were_located_is_left_to_the_merge(
 # --- an append under a known marker ------------------------------------------------------------------------------
 
 
-def _jobs_of(spark: Any, group: str, action: Any) -> tuple[Any, int]:
-    """`action`'s result and the number of Spark jobs it ran."""
-    context = spark.sparkContext
-    context.setJobGroup(group, group)
-    try:
-        result = action()
-    finally:
-        context.setLocalProperty("spark.jobGroup.id", None)
-    return result, len(context.statusTracker().getJobIdsForGroup(group))
-
-
 def _shifted(paths: Paths) -> Any:
     """The stored rows with keys 100 higher (new keys)."""
     stored = _stored(paths)
@@ -133,7 +122,7 @@ def test_an_append_under_a_known_marker_writes_its_rows_and_marker_in_one_job(sp
     version = _version(paths)
     new_rows = _shifted(paths).localCheckpoint()
     marker = BatchMarker("app", 1)
-    written, jobs = _jobs_of(spark, "known", lambda: append_known(spark, path, version, new_rows, marker, 0))
+    written, jobs = spark_jobs_of(spark, "known", lambda: append_known(spark, path, version, new_rows, marker, 0))
     assert written
     assert jobs == 1, "the write alone: the table's state is not rebuilt to look the marker up"
     assert _version(paths) == version + 1
@@ -160,7 +149,7 @@ def test_the_targets_appends_after_its_own_commits_rebuild_no_table_state(spark,
     target.write(TargetBatch(BatchMarker("app", 0), {"t": _target_rows(list(range(10)), 1, 1)}, []))
     batch = TargetBatch(BatchMarker("app", 1), {"t": _target_rows(list(range(10, 20)), 1, 2)}, [])
     assert target.read_rows("t", [row.pk for row in batch.rows["t"]]) == {}
-    _, jobs = _jobs_of(spark, "target-append", lambda: target.write(batch))
+    _, jobs = spark_jobs_of(spark, "target-append", lambda: target.write(batch))
     assert jobs == 1
     assert _history(target)["operation"] == "WRITE"
     assert sorted(_table(target)) == list(range(20))

@@ -21,6 +21,7 @@ from cdcbridge.apply.targets.delta import DeltaTarget
 from cdcbridge.contract import MessageFormat
 from tests.unit.apply.envelopes import TABLE, image, increment, mutation, put
 
+from .helpers import spark_jobs_of
 from .kafka_frames import SCHEMAS, batch_frame, routing, with_pk
 from .spark_memory_target import MemorySparkTarget
 from .test_delta_write_modes import Paths, _bump, _put
@@ -149,3 +150,70 @@ def test_batches_of_updates_stop_the_tries_and_new_rows_resume_them(spark, tmp_p
     assert paths.spark_path.new_keys.worth_trying([TABLE])
     paths.apply([_put(70 + n, _key(n), 5) for n in range(14, 18)])
     assert paths.last_report.new_key_batches == 1
+
+
+def _data_files(paths: Paths) -> tuple[set[str], set[str]]:
+    """The table's Parquet files on disk and those its latest version names (both as file names)."""
+    from pathlib import Path
+
+    table = Path(paths.target.path(TABLE))
+    on_disk = {file.name for file in table.glob("*.parquet")}
+    named = {Path(name).name for name in paths.spark.read.format("delta").load(str(table)).inputFiles()}
+    return on_disk, named
+
+
+def _kept_pending_appends(target: DeltaTarget, monkeypatch: Any) -> list[Any]:
+    """The pending appends `target` will make, kept as they are made."""
+    pending: list[Any] = []
+    pending_append = target.pending_append
+
+    def kept(table: str, rows: Any) -> Any:
+        pending.append(pending_append(table, rows))
+        return pending[-1]
+
+    monkeypatch.setattr(target, "pending_append", kept)
+    return pending
+
+
+def test_new_keys_into_an_existing_table_are_written_by_the_job_that_decodes_them(spark, tmp_path, monkeypatch):
+    paths = Paths(spark, tmp_path)
+    paths.apply([_put(10 + n, _key(n), n) for n in range(10)])  # creates the table
+    pending = _kept_pending_appends(paths.target, monkeypatch)
+    new_rows = [_put(30 + n, _key(n), n) for n in range(10, 20)]
+    written_first, jobs = spark_jobs_of(spark, "first", lambda: paths.apply(new_rows))
+    assert (written_first, paths.last_report.new_key_batches) == ("WRITE Append", 1)
+    assert pending[0].stored is None  # keys 10-19 lie above every stored file's bounds: no stored key is read
+    paths.apply([_put(40, _key(35), 1), _put(41, _key(5), 1)])  # 5 is stored: the check reads the files 0-19
+    assert (pending[1].stored is not None, paths.last_report.new_key_batches) == (True, 0)
+    paths.spark_path.new_keys.clean.clear()
+    monkeypatch.setattr(paths.target, "pending_append", lambda table, rows: None)  # the summary, then the append
+    more_rows = [_put(50 + n, _key(n), n) for n in range(20, 30)]
+    _, jobs_before = spark_jobs_of(spark, "before", lambda: paths.apply(more_rows))
+    assert paths.last_report.new_key_batches == 1
+    assert jobs < jobs_before
+    assert len(paths.rows(paths.target)) == 31
+
+
+def test_a_batch_written_first_that_fails_its_checks_is_dropped_and_takes_the_other_paths(spark, tmp_path, monkeypatch):
+    paths = Paths(spark, tmp_path)
+    paths.apply([_put(10 + n, _key(n), n) for n in range(10)])
+    pending = _kept_pending_appends(paths.target, monkeypatch)
+    stored_key = [_put(30 + n, _key(n), 1) for n in range(10, 14)] + [_put(40, _key(3), 2)]
+    repeated_key = [_put(50 + n, _key(n), 1) for n in range(20, 24)] + [_put(90, _key(20), 7)]
+    new_column = [with_pk(mutation(70 + n, "PUT", [put("count", n), put("colour", "red")]), _key(n)) for n in (30, 31)]
+    for batch in (stored_key, repeated_key, new_column):
+        paths.spark_path.new_keys.clean[TABLE] = True  # as after a batch that passed: written first
+        paths.apply(batch)  # the rows and counts the reference path writes (Paths.apply checks them)
+        on_disk, named = _data_files(paths)
+        assert on_disk == named  # the dropped files are gone
+    assert paths.rows(paths.target)[_key(20)][1]["count"] == 7
+    assert paths.rows(paths.target)[_key(31)][1]["colour"] == "red"
+    assert paths.last_report.new_key_batches == 1  # the new column's batch, as the summary-first path takes it
+    paths.spark_path.new_keys.clean[TABLE] = True
+    empty = paths.spark_path.apply(paths.batches, batch_frame(spark, MessageFormat.MUTATE_LOG, []), SCHEMAS)
+    assert (empty.stats.messages, empty.rows_written) == (0, 0)  # observed with nothing written, not awaited forever
+    on_disk, named = _data_files(paths)
+    table = paths.target.path(TABLE)
+    # Delta leaves the empty file of an empty write on disk (its write returns no entry for it), as after a MERGE
+    assert [spark.read.parquet(f"{table}/{name}").count() for name in on_disk - named] == [0]
+    assert len(pending) == 4 and all(p is not None for p in pending)  # each batch was written first, then dropped

@@ -136,3 +136,17 @@ def test_each_file_keeps_its_add_action_for_a_read_of_that_file_alone():
     assert files.holding([(("id", 3),), (("id", 12),)]) == ["a.parquet", "b.parquet"]
     files.apply_actions([{"remove": {"path": "a.parquet"}}], ["id"])
     assert set(files.adds) == {"b.parquet"} and files.holding([(("id", 3),)]) == []
+
+
+def test_only_files_whose_bounds_meet_the_written_ones_may_share_a_key_with_them():
+    files = TableFiles(version=3, files={}, sizes={}, adds={})
+    files.files = {
+        "low": key_bounds(_stats({"region": "eu", "id": 1}, {"region": "us", "id": 99}), ["region", "id"]),
+        "high": key_bounds(_stats({"region": "eu", "id": 100}, {"region": "us", "id": 199}), ["region", "id"]),
+        "other regions": key_bounds(_stats({"region": "ap", "id": 200}, {"region": "bz", "id": 300}), ["region", "id"]),
+        "unbounded": None,
+    }
+    newer = key_bounds(_stats({"region": "eu", "id": 150}, {"region": "us", "id": 250}), ["region", "id"])
+    assert files.overlapping([newer]) == ["high", "unbounded"]  # "other regions" reaches id 250, not region eu
+    assert files.overlapping([None]) == ["low", "high", "other regions", "unbounded"]
+    assert files.overlapping([]) == []  # nothing written: nothing to check

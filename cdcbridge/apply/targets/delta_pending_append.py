@@ -1,0 +1,80 @@
+"""A Delta table's new rows written by the job that decodes and folds them, then checked, then committed or dropped.
+
+Why: a batch of new keys (a first load) is otherwise decoded and checked in one Spark job and written from the
+cache in another. Written first, it is read from Kafka once; what must hold before it is committed is checked
+afterwards: the batch's shape against the columns it was written in (:meth:`DeltaPendingAppend.written_in_full`),
+and its keys, from the written files' key columns alone, against each other and the table's
+(:meth:`DeltaPendingAppend.key_clashes`). A batch that fails either is dropped (its files deleted, no commit names
+them) and takes the job's other paths. A write of no row leaves one empty file no commit names, as Delta's own
+writes do (its write returns no entry for it, so it is not dropped); ``VACUUM`` removes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from cdcbridge.apply.core.marker import BatchMarker
+from cdcbridge.apply.target import FoldedTable, PendingAppend
+from cdcbridge.apply.targets.column_types import check_column_set
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from cdcbridge.apply.targets.delta_located_write import PendingFiles
+
+
+class DeltaPendingAppend(PendingAppend):
+    """New rows of a Delta table (primary key `pk`, attribute `columns`: name → Spark type) in `files`; `stored`:
+    the table's rows at the files' version (None: it held none); `committed`: called with the marker and the
+    version of the commit."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        pk: Mapping[str, str],
+        columns: Mapping[str, str],
+        files: PendingFiles,
+        *,
+        stored: DataFrame | None,
+        committed: Callable[[BatchMarker, int], None],
+    ) -> None:
+        self.spark = spark
+        self.pk = dict(pk)
+        self.columns = dict(columns)
+        self.files = files
+        self.stored = stored
+        self._committed = committed
+
+    def written_in_full(self, folded: FoldedTable) -> bool:
+        if folded.case_conflicts:
+            return False
+        check = check_column_set(folded.columns, self.columns, self.pk, folded.pk_signatures)
+        return not isinstance(check, str) and not check.new_columns
+
+    def key_clashes(self) -> int:
+        """One Spark job over key columns: the written keys grouped, and the stored keys streamed past the written
+        ones, broadcast, as the fold's read does."""
+        from pyspark.sql import functions as F
+
+        paths = self.files.paths
+        if not paths:
+            return 0
+        names = list(self.pk)
+        keys = [F.col(_quoted(name)) for name in names]
+        written = self.spark.read.parquet(*paths).select(*keys)
+        clashes = written.groupBy(*keys).count().where(F.col("count") > 1).select(F.lit(1).alias("clash"))
+        if self.stored is not None:
+            held = self.stored.select(*keys).join(F.broadcast(written), on=names, how="left_semi")
+            clashes = clashes.unionByName(held.select(F.lit(1).alias("clash")))
+        return clashes.count()
+
+    def commit(self, marker: BatchMarker) -> None:
+        self._committed(marker, self.files.commit_append(marker))
+
+    def drop(self) -> None:
+        self.files.drop()
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
