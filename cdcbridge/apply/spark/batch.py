@@ -136,23 +136,25 @@ class SparkBatchApplier:
         pending = self.target.pending_append(table, rows)
         if pending is None:
             return False
+        report.seconds_write = time.perf_counter() - started
+        started = time.perf_counter()
         try:
-            report.seconds_write = time.perf_counter() - started
-            started = time.perf_counter()
             summary = {name: _from_json(name, value) for name, value in observation.get.items()}
             folded_table = _folded_table(table, summary, rows)
-            if not _fits_written_first(summary, folded_table) or not pending.written_in_full(folded_table):
-                pending.drop()
-                return False
-            if pending.key_clashes():
-                pending.drop()
-                return False
-            report.seconds_read = time.perf_counter() - started
-            started = time.perf_counter()
-            pending.commit(BatchMarker(self.app_id, batch_id))
+            passed = (
+                _fits_written_first(summary, folded_table)
+                and pending.written_in_full(folded_table)
+                and not pending.key_clashes()
+            )
         except BaseException:
             pending.drop()
             raise
+        if not passed:
+            pending.drop()
+            return False
+        report.seconds_read = time.perf_counter() - started
+        started = time.perf_counter()
+        pending.commit(BatchMarker(self.app_id, batch_id))  # never dropped once tried: the commit may have landed
         report.seconds_write += time.perf_counter() - started
         report.stats.messages, report.other_format = int(summary["messages"] or 0), int(summary["other"] or 0)
         report.stats += folded_table.stats
