@@ -17,6 +17,12 @@ from cdcbridge.changes import Value
 #: Bookkeeping columns every target table has besides the primary key and the attributes.
 RESERVED_COLUMNS = ("_versions", "_seq", "_deleted", "_source_ts")
 
+
+def quote(name: str) -> str:
+    """A Spark SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 #: Logical column types (named as Spark SQL names them).
 BOOLEAN, LONG, DOUBLE, STRING, BINARY = "boolean", "bigint", "double", "string", "binary"
 

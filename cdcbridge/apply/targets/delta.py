@@ -86,6 +86,7 @@ from cdcbridge.apply.targets.column_types import (
     TypeCheck,
     check_column_set,
     check_rows,
+    quote,
     value_type,
 )
 from cdcbridge.apply.targets.dead_letters import dead_letter_row
@@ -141,11 +142,6 @@ _DEAD_LETTER_DDL = (
     "app_id string, batch_id bigint, topic string, partition int, offset bigint, error_type string, error string, "
     "message string"
 )
-
-
-def quote(name: str) -> str:
-    """A Spark SQL identifier."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 @dataclass(frozen=True)
@@ -609,7 +605,15 @@ class DeltaTarget(SparkFoldTarget):
         def committed(marker: BatchMarker, version: int) -> None:
             self._markers[(path, marker.app_id)] = (version, marker)
 
-        return DeltaPendingAppend(self.spark, shape.pk, shape.columns, files, stored=stored, committed=committed)
+        return DeltaPendingAppend(
+            self.spark, shape.pk, files, stored=stored, takes=self._takes_as_written, committed=committed
+        )
+
+    def _takes_as_written(self, folded: FoldedTable) -> bool:
+        """Whether the table's current columns take every changed row of `folded` as it is: nothing
+        :meth:`refusal` names, no column to add."""
+        check = self._column_check(folded)
+        return not folded.case_conflicts and not isinstance(check, str) and not check.new_columns
 
     def _overwrite_is_cheaper(self, folded: FoldedTable, latest: Any) -> bool:
         """Whether the changed rows lie in every file of the table version the fold read, that table is small

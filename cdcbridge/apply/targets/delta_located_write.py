@@ -27,6 +27,8 @@ import time
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
+from cdcbridge.apply.targets.column_types import quote
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -143,7 +145,6 @@ class PendingFiles:
 
     def __init__(self, spark: SparkSession, txn: Any, written: Any) -> None:
         self.spark = spark
-        self.version = int(txn.snapshot().version())
         self._txn = txn
         self._written = written
 
@@ -202,7 +203,7 @@ def _write_files(txn: Any, rows: DataFrame) -> Any:
     from pyspark.sql import functions as F
 
     names = txn.snapshot().schema().fieldNames()
-    return txn.writeFiles(rows.select(*[F.col(f"`{name}`") for name in names])._jdf)
+    return txn.writeFiles(rows.select(*[F.col(quote(name)) for name in names])._jdf)
 
 
 def _marker_action(jvm: Any, marker: BatchMarker) -> Any:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from cdcbridge.apply.core.marker import BatchMarker
 from cdcbridge.apply.target import FoldedTable, PendingAppend
-from cdcbridge.apply.targets.column_types import check_column_set
+from cdcbridge.apply.targets.column_types import quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -25,32 +25,29 @@ if TYPE_CHECKING:
 
 
 class DeltaPendingAppend(PendingAppend):
-    """New rows of a Delta table (primary key `pk`, attribute `columns`: name → Spark type) in `files`; `stored`:
-    the table's rows at the files' version (None: it held none); `committed`: called with the marker and the
-    version of the commit."""
+    """New rows of a Delta table (primary key `pk`: name → Spark type) in `files`; `stored`: the table's rows at the
+    files' version (None: it held none); `takes`: the target's judgement of :meth:`written_in_full`; `committed`:
+    called with the marker and the version of the commit."""
 
     def __init__(
         self,
         spark: SparkSession,
         pk: Mapping[str, str],
-        columns: Mapping[str, str],
         files: PendingFiles,
         *,
         stored: DataFrame | None,
+        takes: Callable[[FoldedTable], bool],
         committed: Callable[[BatchMarker, int], None],
     ) -> None:
         self.spark = spark
         self.pk = dict(pk)
-        self.columns = dict(columns)
         self.files = files
         self.stored = stored
+        self._takes = takes
         self._committed = committed
 
     def written_in_full(self, folded: FoldedTable) -> bool:
-        if folded.case_conflicts:
-            return False
-        check = check_column_set(folded.columns, self.columns, self.pk, folded.pk_signatures)
-        return not isinstance(check, str) and not check.new_columns
+        return self._takes(folded)
 
     def key_clashes(self) -> int:
         """One Spark job over key columns: the written keys grouped, and the stored keys streamed past the written
@@ -61,7 +58,7 @@ class DeltaPendingAppend(PendingAppend):
         if not paths:
             return 0
         names = list(self.pk)
-        keys = [F.col(_quoted(name)) for name in names]
+        keys = [F.col(quote(name)) for name in names]
         written = self.spark.read.parquet(*paths).select(*keys)
         clashes = written.groupBy(*keys).count().where(F.col("count") > 1).select(F.lit(1).alias("clash"))
         if self.stored is not None:
@@ -74,7 +71,3 @@ class DeltaPendingAppend(PendingAppend):
 
     def drop(self) -> None:
         self.files.drop()
-
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
