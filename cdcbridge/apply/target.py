@@ -114,8 +114,9 @@ class PendingAppend(ABC):
         """Whether the table took every changed row of `folded` as it is: no new column, none refused."""
 
     @abstractmethod
-    def key_clashes(self) -> int:
-        """How many written rows share their key with another written row or with a row the table holds."""
+    def stored_keys(self) -> int:
+        """How many written rows share their key with a row the table holds (keys repeated within the batch are
+        the caller's to check: it sees every message, the written rows only the changed ones)."""
 
     @abstractmethod
     def commit(self, marker: BatchMarker) -> None:

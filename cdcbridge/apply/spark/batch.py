@@ -144,7 +144,7 @@ class SparkBatchApplier:
             passed = (
                 _fits_written_first(summary, folded_table)
                 and pending.written_in_full(folded_table)
-                and not pending.key_clashes()
+                and not pending.stored_keys()
             )
         except BaseException:
             pending.drop()
@@ -333,10 +333,13 @@ def _grouped_columns() -> tuple[Column, list[Column]]:
 
 def _observed_columns() -> tuple[Column, list[Column]]:
     """The aggregates over the whole batch, observed during its write; the lists as JSON (an observation hands
-    back JVM objects for them)."""
+    back JVM objects for them). Each row is one message here, so ``keys_repeated`` counts the messages beyond the
+    first of each key, by key hash (a collision only sends the batch to the other paths)."""
     from pyspark.sql import functions as F
 
     shape, aggregates = _summary_aggregates()
+    key_hash = F.when(F.col("table").isNotNull(), F.xxhash64("table", "pk"))
+    aggregates["keys_repeated"] = F.count(key_hash) - F.size(F.collect_set(key_hash))
     return shape, [(F.to_json(column) if name in _LISTS else column).alias(name) for name, column in aggregates.items()]
 
 

@@ -3,10 +3,10 @@
 Why: a batch of new keys (a first load) is otherwise decoded and checked in one Spark job and written from the
 cache in another. Written first, it is read from Kafka once; what must hold before it is committed is checked
 afterwards: the batch's shape against the columns it was written in (:meth:`DeltaPendingAppend.written_in_full`),
-and its keys, from the written files' key columns alone, against each other and the table's
-(:meth:`DeltaPendingAppend.key_clashes`). A batch that fails either is dropped (its files deleted, no commit names
-them) and takes the job's other paths. A write of no row leaves one empty file no commit names, as Delta's own
-writes do (its write returns no entry for it, so it is not dropped); ``VACUUM`` removes it.
+and its keys, from the written files' key columns alone, against the table's (:meth:`DeltaPendingAppend.stored_keys`;
+keys repeated within the batch are observed while it is written). A batch that fails either is dropped (its files
+deleted, no commit names them) and takes the job's other paths. A write of no row leaves one empty file no commit
+names, as Delta's own writes do (its write returns no entry for it, so it is not dropped); ``VACUUM`` removes it.
 """
 
 from __future__ import annotations
@@ -49,22 +49,18 @@ class DeltaPendingAppend(PendingAppend):
     def written_in_full(self, folded: FoldedTable) -> bool:
         return self._takes(folded)
 
-    def key_clashes(self) -> int:
-        """One Spark job over key columns: the written keys grouped, and the stored keys streamed past the written
-        ones, broadcast, as the fold's read does."""
+    def stored_keys(self) -> int:
+        """The stored keys streamed past the written ones, broadcast, as the fold's read does: no job when no stored
+        file's key bounds meet the written files'."""
         from pyspark.sql import functions as F
 
         paths = self.files.paths
-        if not paths:
+        if not paths or self.stored is None:
             return 0
         names = list(self.pk)
         keys = [F.col(quote(name)) for name in names]
         written = self.spark.read.parquet(*paths).select(*keys)
-        clashes = written.groupBy(*keys).count().where(F.col("count") > 1).select(F.lit(1).alias("clash"))
-        if self.stored is not None:
-            held = self.stored.select(*keys).join(F.broadcast(written), on=names, how="left_semi")
-            clashes = clashes.unionByName(held.select(F.lit(1).alias("clash")))
-        return clashes.count()
+        return self.stored.select(*keys).join(F.broadcast(written), on=names, how="left_semi").count()
 
     def commit(self, marker: BatchMarker) -> None:
         self._committed(marker, self.files.commit_append(marker))

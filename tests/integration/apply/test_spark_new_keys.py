@@ -201,14 +201,15 @@ def test_a_batch_written_first_that_fails_its_checks_is_dropped_and_takes_the_ot
     stored_key = [_put(30 + n, _key(n), 1) for n in range(10, 14)] + [_put(40, _key(3), 2)]
     repeated_key = [_put(50 + n, _key(n), 1) for n in range(20, 24)] + [_put(90, _key(20), 7)]
     new_column = [with_pk(mutation(70 + n, "PUT", [put("count", n), put("colour", "red")]), _key(n)) for n in (30, 31)]
-    for batch in (stored_key, repeated_key, new_column):
+    deleted_key = [_put(80 + n, _key(n), 1) for n in range(40, 44)] + [with_pk(mutation(95, "DELETE", []), _key(40))]
+    for batch in (stored_key, repeated_key, new_column, deleted_key):
         paths.spark_path.new_keys.clean[TABLE] = True  # as after a batch that passed: written first
         paths.apply(batch)  # the rows and counts the reference path writes (Paths.apply checks them)
         on_disk, named = _data_files(paths)
         assert on_disk == named  # the dropped files are gone
     assert paths.rows(paths.target)[_key(20)][1]["count"] == 7
     assert paths.rows(paths.target)[_key(31)][1]["colour"] == "red"
-    assert paths.last_report.new_key_batches == 1  # the new column's batch, as the summary-first path takes it
+    assert _key(40) not in paths.rows(paths.target)  # its PUT is not written: the DELETE after it is no row
     paths.spark_path.new_keys.clean[TABLE] = True
     empty = paths.spark_path.apply(paths.batches, batch_frame(spark, MessageFormat.MUTATE_LOG, []), SCHEMAS)
     assert (empty.stats.messages, empty.rows_written) == (0, 0)  # observed with nothing written, not awaited forever
@@ -216,4 +217,4 @@ def test_a_batch_written_first_that_fails_its_checks_is_dropped_and_takes_the_ot
     table = paths.target.path(TABLE)
     # Delta leaves the empty file of an empty write on disk (its write returns no entry for it), as after a MERGE
     assert [spark.read.parquet(f"{table}/{name}").count() for name in on_disk - named] == [0]
-    assert len(pending) == 4 and all(p is not None for p in pending)  # each batch was written first, then dropped
+    assert len(pending) == 5 and all(p is not None for p in pending)  # each batch was written first, then dropped
