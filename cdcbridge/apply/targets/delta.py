@@ -91,8 +91,15 @@ from cdcbridge.apply.targets.column_types import (
 )
 from cdcbridge.apply.targets.dead_letters import dead_letter_row
 from cdcbridge.apply.targets.delta_key_bounds import DeltaKeyBounds, key_bounds
-from cdcbridge.apply.targets.delta_located_write import PendingFiles, add_files, append_known, commit_located
-from cdcbridge.apply.targets.delta_pending_append import DeltaPendingAppend
+from cdcbridge.apply.targets.delta_key_hashes import KEY_HASHES_MAX, KeyHashes, observed_key_hashes, written_key_hashes
+from cdcbridge.apply.targets.delta_located_write import (
+    PendingFiles,
+    add_files,
+    append_known,
+    commit_located,
+    created_empty,
+)
+from cdcbridge.apply.targets.delta_pending_append import DeltaPendingAppend, KnownKeys
 from cdcbridge.changes import Value
 
 if TYPE_CHECKING:
@@ -195,6 +202,7 @@ class DeltaTarget(SparkFoldTarget):
         root: str,
         dead_letter_table: str = "_dead_letters",
         overwrite_max_bytes: int = OVERWRITE_MAX_BYTES,
+        key_hashes_max: int = KEY_HASHES_MAX,
     ) -> None:
         self.spark = spark
         self.root = root.rstrip("/")
@@ -210,6 +218,9 @@ class DeltaTarget(SparkFoldTarget):
         #: Per (table path, app id): the table version and the txn marker it holds (see :meth:`read_marker`).
         self._markers: dict[tuple[str, str], tuple[int, BatchMarker | None]] = {}
         self._key_bounds = DeltaKeyBounds(spark)
+        #: Per table path: the version of a commit of ours that created it empty, holding no txn marker.
+        self._created: dict[str, int] = {}
+        self._key_hashes = KeyHashes(key_hashes_max)
         configured = spark.sparkContext.getConf()
         for key, value in MICRO_BATCH_CONF.items():
             if not configured.contains(key):
@@ -275,7 +286,7 @@ class DeltaTarget(SparkFoldTarget):
         commit of ours noted it at that version; None if not known."""
         known = self._markers.get((path, app_id))
         if known is None or known[0] != version:
-            return None
+            return -1 if self._created.get(path) == version else None
         return known[1].batch_id if known[1] is not None else -1
 
     def _snapshot(self, path: str) -> Any:
@@ -428,6 +439,9 @@ class DeltaTarget(SparkFoldTarget):
                 f"CREATE TABLE IF NOT EXISTS delta.{quote(path)} ({ddl}) USING DELTA "
                 f"TBLPROPERTIES ('{PK_PROPERTY}' = '{pk_json}', '{DELETION_VECTORS_PROPERTY}' = 'true')"
             )
+            if created_empty(self.spark, path):
+                self._created[path] = 0
+                self._key_hashes.start(path, 0)
         elif new_columns:
             added = ", ".join(f"{quote(n)} {k}" for n, k in new_columns.items())
             self.spark.sql(f"ALTER TABLE delta.{quote(path)} ADD COLUMNS ({added})")
@@ -570,9 +584,18 @@ class DeltaTarget(SparkFoldTarget):
         path = self.path(table)
         version = int(self._snapshot(path).version())
         known = self._known_batch(path, marker.app_id, version)
-        if known is not None and append_known(self.spark, path, version, source, marker, known):
-            self._committed(path, marker)
-            return
+        if known is not None:
+            observation = None
+            if known < marker.batch_id and self._key_hashes.at(path, version) is not None:
+                shape = self._shape(table)
+                assert shape is not None
+                source, observation = observed_key_hashes(source, list(shape.pk))
+            if append_known(self.spark, path, version, source, marker, known):
+                self._committed(path, marker)
+                if observation is not None:
+                    committed = self._markers[(path, marker.app_id)][0]
+                    self._key_hashes.appended(path, version, committed, written_key_hashes(observation))
+                return
         (
             source.write.format("delta")
             .mode("append")
@@ -590,24 +613,37 @@ class DeltaTarget(SparkFoldTarget):
             return None
         path = self.path(table)
         snapshot = self._snapshot(path)
+        read_version = int(snapshot.version())
+        table_files = self._key_bounds.files(path, snapshot, list(shape.pk))
+        if not table_files.files and self._key_hashes.at(path, read_version) is None:
+            self._key_hashes.start(path, read_version)
         source = rows.select(*_for_shape(self._source_columns, table, shape, _merge_source_columns))
         # A row whose key the table cannot take is left out, not failed on: the batch's observed key signatures
         # then send it to the other paths (DeltaPendingAppend.written_in_full).
         source = source.where(_all_of([F.col(quote(name)).isNotNull() for name in shape.pk]))
-        files = PendingFiles.write(self.spark, path, int(snapshot.version()), source)
+        stored_hashes = self._key_hashes.at(path, read_version)
+        observation = None
+        if stored_hashes is not None:
+            source, observation = observed_key_hashes(source, list(shape.pk))
+        files = PendingFiles.write(self.spark, path, read_version, source)
         if files is None:
             return None
-        table_files = self._key_bounds.files(path, snapshot, list(shape.pk))
-        written = [key_bounds(stats, list(shape.pk)) for stats in files.stats]
-        adds = [table_files.adds[file] for file in table_files.overlapping(written)]
-        stored = self._files_frame(snapshot, adds) if adds else None
+        known = None if observation is None else KnownKeys(stored_hashes, written_key_hashes(observation))
+        stored = None
+        if known is None:
+            written = [key_bounds(stats, list(shape.pk)) for stats in files.stats]
+            adds = [table_files.adds[file] for file in table_files.overlapping(written)]
+            stored = self._files_frame(snapshot, adds) if adds else None
 
         def committed(marker: BatchMarker, version: int) -> None:
             self._markers[(path, marker.app_id)] = (version, marker)
+            if known is not None:
+                self._key_hashes.appended(path, read_version, version, known.written)
 
         return DeltaPendingAppend(
-            self.spark, shape.pk, files, stored=stored, takes=self._takes_as_written, committed=committed
-        )
+            self.spark, shape.pk, files, stored=stored, known=known, takes=self._takes_as_written,
+            committed=committed,
+        )  # fmt: skip
 
     def _takes_as_written(self, folded: FoldedTable) -> bool:
         """Whether the table's current columns take every changed row of `folded` as it is: nothing

@@ -191,6 +191,20 @@ class PendingFiles:
         return [self._written.apply(i) for i in range(self._written.size())]
 
 
+def created_empty(spark: SparkSession, path: str) -> bool:
+    """Whether the table at `path` is at version 0 and that commit holds no file and no txn marker (a CREATE
+    TABLE): read from its one log entry, without the table's state."""
+    log = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    if int(log.update(False, spark._jvm.scala.Option.empty(), spark._jvm.scala.Option.empty()).version()) != 0:
+        return False
+    changes = log.getChanges(0, False)
+    if not changes.hasNext():
+        return False
+    actions = changes.next()._2()
+    kinds = {actions.apply(i).getClass().getSimpleName() for i in range(actions.size())}
+    return not kinds & {"AddFile", "SetTransaction"}
+
+
 def _transaction_at(spark: SparkSession, path: str, read_version: int) -> Any | None:
     """A transaction on the table at `path`, if the table is still at `read_version`."""
     log = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)

@@ -12,22 +12,35 @@ names, as Delta's own writes do (its write returns no entry for it, so it is not
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cdcbridge.apply.core.marker import BatchMarker
 from cdcbridge.apply.target import FoldedTable, PendingAppend
 from cdcbridge.apply.targets.column_types import quote
+from cdcbridge.apply.targets.delta_key_hashes import held
 
 if TYPE_CHECKING:
+    import numpy as np
     from pyspark.sql import DataFrame, SparkSession
 
     from cdcbridge.apply.targets.delta_located_write import PendingFiles
 
 
+@dataclass(frozen=True)
+class KnownKeys:
+    """The hashes of every key the table holds at the files' version, and of the written keys (sorted:
+    :mod:`.delta_key_hashes`)."""
+
+    stored: np.ndarray
+    written: np.ndarray
+
+
 class DeltaPendingAppend(PendingAppend):
     """New rows of a Delta table (primary key `pk`: name → Spark type) in `files`; `stored`: the table's rows at the
-    files' version (None: it held none); `takes`: the target's judgement of :meth:`written_in_full`; `committed`:
-    called with the marker and the version of the commit."""
+    files' version that may hold a written key (None: none may); `known`: the key hashes, when the job knows every
+    key of the table (then `stored` is not read); `takes`: the target's judgement of :meth:`written_in_full`;
+    `committed`: called with the marker and the version of the commit."""
 
     def __init__(
         self,
@@ -36,6 +49,7 @@ class DeltaPendingAppend(PendingAppend):
         files: PendingFiles,
         *,
         stored: DataFrame | None,
+        known: KnownKeys | None = None,
         takes: Callable[[FoldedTable], bool],
         committed: Callable[[BatchMarker, int], None],
     ) -> None:
@@ -43,6 +57,7 @@ class DeltaPendingAppend(PendingAppend):
         self.pk = dict(pk)
         self.files = files
         self.stored = stored
+        self.known = known
         self._takes = takes
         self._committed = committed
 
@@ -50,10 +65,12 @@ class DeltaPendingAppend(PendingAppend):
         return self._takes(folded)
 
     def stored_keys(self) -> int:
-        """The stored keys streamed past the written ones, broadcast, as the fold's read does: no job when no stored
-        file's key bounds meet the written files'."""
+        """Looked up in the known key hashes, if any; else the stored keys streamed past the written ones,
+        broadcast, as the fold's read does: no job when no stored file's key bounds meet the written files'."""
         from pyspark.sql import functions as F
 
+        if self.known is not None:
+            return held(self.known.stored, self.known.written)
         paths = self.files.paths
         if not paths or self.stored is None:
             return 0

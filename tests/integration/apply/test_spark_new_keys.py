@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +19,7 @@ from cdcbridge.apply.spark.batch import SparkBatchApplier
 from cdcbridge.apply.spark.decode import decoded_records
 from cdcbridge.apply.spark.new_keys import NewKeyPlanner
 from cdcbridge.apply.targets.delta import DeltaTarget
+from cdcbridge.apply.targets.delta_key_hashes import KEY_HASHES_MAX
 from cdcbridge.contract import MessageFormat
 from tests.unit.apply.envelopes import TABLE, image, increment, mutation, put
 
@@ -175,23 +177,32 @@ def _kept_pending_appends(target: DeltaTarget, monkeypatch: Any) -> list[Any]:
     return pending
 
 
-def test_new_keys_into_an_existing_table_are_written_by_the_job_that_decodes_them(spark, tmp_path, monkeypatch):
-    paths = Paths(spark, tmp_path)
-    paths.apply([_put(10 + n, _key(n), n) for n in range(10)])  # creates the table
+@pytest.mark.parametrize("key_hashes_max", [0, KEY_HASHES_MAX])
+def test_new_keys_into_an_existing_table_are_written_by_the_job_that_decodes_them(
+    spark, tmp_path, monkeypatch, key_hashes_max
+):
+    paths = Paths(spark, tmp_path, key_hashes_max=key_hashes_max)
+    paths.apply([_put(10 + n, _key(n), n) for n in range(10)])  # creates the table: the job knows all its keys
+    hashed = key_hashes_max > 0  # else the check reads the table's key columns
     pending = _kept_pending_appends(paths.target, monkeypatch)
     new_rows = [_put(30 + n, _key(n), n) for n in range(10, 20)]
     written_first, jobs = spark_jobs_of(spark, "first", lambda: paths.apply(new_rows))
     assert (written_first, paths.last_report.new_key_batches) == ("WRITE Append", 1)
     assert pending[0].stored is None  # keys 10-19 lie above every stored file's bounds: no stored key is read
+    assert (pending[0].known is not None) == hashed
     paths.apply([_put(40, _key(35), 1), _put(41, _key(5), 1)])  # 5 is stored: the check reads the files 0-19
-    assert (pending[1].stored is not None, paths.last_report.new_key_batches) == (True, 0)
+    assert (pending[1].stored is not None, pending[1].known is not None) == (not hashed, hashed)
+    assert paths.last_report.new_key_batches == 0  # dropped: found stored, by hash or by the table's keys
+    paths.spark_path.new_keys.clean[TABLE] = True
+    paths.apply([_put(45, _key(36), 1)])  # the stored key's batch was a MERGE: the hashes are behind the table
+    assert (pending[2].known, paths.last_report.new_key_batches) == (None, 1)
     paths.spark_path.new_keys.clean.clear()
     monkeypatch.setattr(paths.target, "pending_append", lambda table, rows: None)  # the summary, then the append
     more_rows = [_put(50 + n, _key(n), n) for n in range(20, 30)]
     _, jobs_before = spark_jobs_of(spark, "before", lambda: paths.apply(more_rows))
     assert paths.last_report.new_key_batches == 1
     assert jobs < jobs_before
-    assert len(paths.rows(paths.target)) == 31
+    assert len(paths.rows(paths.target)) == 32
 
 
 def test_a_batch_written_first_that_fails_its_checks_is_dropped_and_takes_the_other_paths(spark, tmp_path, monkeypatch):
