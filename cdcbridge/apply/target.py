@@ -162,3 +162,19 @@ class SparkFoldTarget(ApplyTarget):
         current columns but not committed, so the job that folds them writes them too; None (nothing written) if
         the target cannot, e.g. the table does not exist yet. Default: it cannot."""
         return None
+
+    def creates_when_written_first(self, table: str) -> bool:
+        """Whether `table` does not exist yet and :meth:`pending_create` may write it first. Default: no."""
+        return False
+
+    def pending_create(
+        self,
+        table: str,
+        rows: DataFrame,
+        columns: frozenset[tuple[str, str]],
+        pk_signatures: frozenset[tuple[tuple[str, str], ...]],
+    ) -> PendingAppend | None:
+        """As :meth:`pending_append`, into a table that does not exist yet, made with the primary key and columns
+        (name, type) a sample of the batch shows; the commit creates it. None (nothing written) if the target
+        cannot, or the sample does not make a table. Default: it cannot."""
+        return None

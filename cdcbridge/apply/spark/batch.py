@@ -60,6 +60,8 @@ _STAT_COLUMNS = ("tombstones_without_seq", "duplicates", "stale", "applied", "to
 _LISTS = frozenset({"unknown_sids", "column_sets", "pk_sets", "files", "ts_quantiles"})
 #: A changed row's columns as the target writes them (:attr:`FoldedTable.rows`).
 _ROW_COLUMNS = ("pk", "row", "file", "file_row")
+#: Messages whose shape names the columns of a table a batch written first creates (:func:`_sampled_shape`).
+SHAPE_SAMPLE = 1000
 #: The summary's columns, built once (:mod:`.columns`).
 _SUMMARY_COLUMNS: ColumnCache[tuple[Column, list[Column]]] = ColumnCache()
 
@@ -112,7 +114,8 @@ class SparkBatchApplier:
 
     def _apply_written_first(self, batch_id: int, normalized: DataFrame, report: BatchReport, started: float) -> bool:
         """The new-key path in one Spark job, for a job of one table whose last batch passed the checks, into a
-        target that takes a pending append: the batch folded message by message and written as it is decoded, its
+        target that takes a pending append, or whose table does not exist yet (its shape then sampled first, and
+        made by the commit): the batch folded message by message and written as it is decoded, its
         summary observed during that write, its keys checked from the written rows; committed if all of it passes
         (:func:`_fits_written_first`), else dropped (False: nothing written)."""
         from pyspark.sql import Observation
@@ -121,11 +124,15 @@ class SparkBatchApplier:
         if len(self.routing.applied_formats) != 1:
             return False
         (table,) = self.routing.applied_formats
-        if not self.new_keys.known_clean(table):
+        creates = not self.new_keys.known_clean(table) and self.target.creates_when_written_first(table)
+        if not creates and not self.new_keys.known_clean(table):
             return False
         if batch_already_applied(self.target.read_marker(table, self.app_id), self.app_id, batch_id):
             return False
         ROW_SHAPE.register(normalized.sparkSession)
+        sample = _sampled_shape(normalized, table) if creates else None
+        if creates and sample is None:
+            return False
         shape, aggregates = _SUMMARY_COLUMNS.get(normalized.sparkSession, "observed", _observed_columns)
         observation = Observation()
         folded = fold_rows(per_message_groups(normalized), None).withColumn("_shape", shape)
@@ -133,7 +140,9 @@ class SparkBatchApplier:
         rows = observed.where((F.col("table") == F.lit(table)) & _changed()).select(*_ROW_COLUMNS)
         report.seconds_decode = time.perf_counter() - started
         started = time.perf_counter()
-        pending = self.target.pending_append(table, rows)
+        pending = (
+            self.target.pending_create(table, rows, *sample) if sample else self.target.pending_append(table, rows)
+        )
         if pending is None:
             return False
         report.seconds_write = time.perf_counter() - started
@@ -286,6 +295,26 @@ def _folded_table(table: str, summary: Mapping[str, Any], rows: DataFrame) -> Fo
         rows_new=summary["rows_new"],
         keys_repeated=summary["keys_repeated"],
     )
+
+
+def _sampled_shape(
+    normalized: DataFrame, table: str
+) -> tuple[frozenset[tuple[str, str]], frozenset[tuple[tuple[str, str], ...]]] | None:
+    """The columns (name, type) and primary-key signatures of `table`'s changed rows among the batch's first
+    :data:`SHAPE_SAMPLE` messages of it, to create the table in the shape the batch is written in; None when the
+    sample holds a repeated key, a case conflict or no changed row, so the batch would not pass its checks."""
+    from pyspark.sql import functions as F
+
+    folded = fold_rows(per_message_groups(normalized.where(F.col("table") == F.lit(table))), None)
+    shape = F.when(_changed(), ROW_SHAPE(F.col("pk"), F.col("row.cols")))
+    sample = folded.select(F.xxhash64("pk").alias("key"), shape.alias("shape")).limit(SHAPE_SAMPLE).collect()
+    shapes = [row["shape"] for row in sample if row["shape"] is not None]
+    if len({row["key"] for row in sample}) < len(sample) or not shapes:
+        return None
+    if any(shape["case_conflict"] for shape in shapes):
+        return None
+    columns = frozenset((cell["n"], cell["t"]) for shape in shapes for cell in shape["cols"])
+    return columns, frozenset(tuple((key["n"], key["t"]) for key in shape["pk"]) for shape in shapes)
 
 
 def _fits_written_first(summary: Mapping[str, Any], folded: FoldedTable) -> bool:

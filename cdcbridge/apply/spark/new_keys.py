@@ -15,7 +15,9 @@ collision only sends a batch to the grouped path.
 A target that takes a pending append (Delta, :meth:`~cdcbridge.apply.target.SparkFoldTarget.pending_append`) lets
 a job of one table check after writing instead: the batch written by the job that decodes it, its summary observed
 in that job and its keys checked from the written rows, then committed or dropped
-(:meth:`~cdcbridge.apply.spark.batch.SparkBatchApplier.apply`). One Kafka read and one pass instead of two.
+(:meth:`~cdcbridge.apply.spark.batch.SparkBatchApplier.apply`). One Kafka read and one pass instead of two. A
+table that does not exist yet is made by the commit of its first batch, in the shape a sample of the batch shows
+(:meth:`~cdcbridge.apply.target.SparkFoldTarget.pending_create`).
 
 :class:`NewKeyPlanner` decides from what the driver already knows whether a batch tries it: while batches would fail
 the checks (updates, keys repeated within a batch), they do not pay for them.

@@ -32,7 +32,8 @@ the version that is still the latest, or the table holds no file), they are appe
 the MERGE would write, without its scan of the table for the files to rewrite and its join. When the target knows
 the marker at the latest version (it committed that version), the append is one commit that does not rebuild the
 table's state to look the marker up (:func:`.delta_located_write.append_known`). A batch of new keys may also be
-written before it is checked (:meth:`DeltaTarget.pending_append`, :mod:`.delta_pending_append`).
+written before it is checked (:meth:`DeltaTarget.pending_append`, :mod:`.delta_pending_append`), into a table that
+does not exist yet too: its commit then creates the table (:meth:`DeltaTarget.pending_create`).
 
 A small table is cheaper to rewrite than to MERGE: when the changed rows lie in every file of the version the fold
 read (the fold's scan names each row's file) and the table holds at most :data:`OVERWRITE_MAX_BYTES`, it is replaced
@@ -70,6 +71,8 @@ from dataclasses import dataclass
 from functools import partial, reduce
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from cdcbridge.apply.core.marker import BatchMarker
 from cdcbridge.apply.core.model import ColumnValue, PkValue, PrimaryKey, TargetRow
 from cdcbridge.apply.errors import TargetError
@@ -97,7 +100,7 @@ from cdcbridge.apply.targets.delta_located_write import (
     add_files,
     append_known,
     commit_located,
-    created_empty,
+    create_empty,
 )
 from cdcbridge.apply.targets.delta_pending_append import DeltaPendingAppend, KnownKeys
 from cdcbridge.changes import Value
@@ -429,19 +432,11 @@ class DeltaTarget(SparkFoldTarget):
         shape = self._shape(table)
         path = self.path(table)
         if shape is None:
-            ddl = ", ".join(
-                [f"{quote(n)} {k} NOT NULL" for n, k in pk.items()]
-                + [f"{quote(n)} {k}" for n, k in new_columns.items()]
-                + [_BOOKKEEPING_DDL]
-            )
-            pk_json = json.dumps(list(pk)).replace("\\", "\\\\").replace("'", "\\'")
-            self.spark.sql(
-                f"CREATE TABLE IF NOT EXISTS delta.{quote(path)} ({ddl}) USING DELTA "
-                f"TBLPROPERTIES ('{PK_PROPERTY}' = '{pk_json}', '{DELETION_VECTORS_PROPERTY}' = 'true')"
-            )
-            if created_empty(self.spark, path):
-                self._created[path] = 0
-                self._key_hashes.start(path, 0)
+            created = _TableShape(dict(pk), dict(new_columns))
+            version = create_empty(self.spark, path, _table_ddl(created), _table_properties(created))
+            if version is not None:  # else another writer created it meanwhile
+                self._created[path] = version
+                self._key_hashes.start(path, version)
         elif new_columns:
             added = ", ".join(f"{quote(n)} {k}" for n, k in new_columns.items())
             self.spark.sql(f"ALTER TABLE delta.{quote(path)} ADD COLUMNS ({added})")
@@ -645,11 +640,49 @@ class DeltaTarget(SparkFoldTarget):
             committed=committed,
         )  # fmt: skip
 
+    def creates_when_written_first(self, table: str) -> bool:
+        return self._shape(table) is None
+
+    def pending_create(
+        self,
+        table: str,
+        rows: DataFrame,
+        columns: frozenset[tuple[str, str]],
+        pk_signatures: frozenset[tuple[tuple[str, str], ...]],
+    ) -> PendingAppend | None:
+        """The table's first rows written in the shape the sample shows, as :meth:`_ensure_shape` would create it;
+        the commit creates the table with them (one commit, one pass over the batch, instead of a CREATE after a
+        job that finds the batch's shape). The job then knows every key the table holds (:mod:`.delta_key_hashes`)."""
+        from pyspark.sql import functions as F
+
+        check = check_column_set(columns, {}, None, pk_signatures)
+        if isinstance(check, str) or len(pk_signatures) != 1:
+            return None
+        shape = _TableShape(dict(next(iter(pk_signatures))), dict(check.new_columns))
+        path = self.path(table)
+        source = rows.select(*_for_shape(self._source_columns, table, shape, _merge_source_columns))
+        source = source.where(_all_of([F.col(quote(name)).isNotNull() for name in shape.pk]))
+        source, observation = observed_key_hashes(source, list(shape.pk))
+        files = PendingFiles.create(self.spark, path, _table_ddl(shape), _table_properties(shape), source)
+        if files is None:
+            return None
+        written = written_key_hashes(observation)
+
+        def committed(marker: BatchMarker, version: int) -> None:
+            self._markers[(path, marker.app_id)] = (version, marker)
+            self._shapes[table] = shape
+            self._key_hashes.start(path, version - 1)
+            self._key_hashes.appended(path, version - 1, version, written)
+
+        return DeltaPendingAppend(
+            self.spark, shape.pk, files, stored=None, known=KnownKeys(np.empty(0, dtype=np.int64), written),
+            takes=partial(_shape_takes, shape), committed=committed,
+        )  # fmt: skip
+
     def _takes_as_written(self, folded: FoldedTable) -> bool:
-        """Whether the table's current columns take every changed row of `folded` as it is: nothing
-        :meth:`refusal` names, no column to add."""
-        check = self._column_check(folded)
-        return not folded.case_conflicts and not isinstance(check, str) and not check.new_columns
+        """Whether the table's current columns take every changed row of `folded` as it is."""
+        shape = self._shape(folded.table)
+        return shape is not None and _shape_takes(shape, folded)
 
     def _overwrite_is_cheaper(self, folded: FoldedTable, latest: Any) -> bool:
         """Whether the changed rows lie in every file of the table version the fold read, that table is small
@@ -801,6 +834,27 @@ class DeltaTarget(SparkFoldTarget):
 
         frame = self.spark.createDataFrame([(text,) for text in rows], "j string")
         return frame.select(F.from_json("j", ddl).alias("r")).select("r.*")
+
+
+def _table_ddl(shape: _TableShape) -> str:
+    """The columns of a table the job creates: the primary key, the attributes, the bookkeeping."""
+    return ", ".join(
+        [f"{quote(n)} {k} NOT NULL" for n, k in shape.pk.items()]
+        + [f"{quote(n)} {k}" for n, k in shape.columns.items()]
+        + [_BOOKKEEPING_DDL]
+    )
+
+
+def _table_properties(shape: _TableShape) -> dict[str, str]:
+    """The properties of a table the job creates: its primary key's names, deletion vectors on."""
+    return {PK_PROPERTY: json.dumps(list(shape.pk)), DELETION_VECTORS_PROPERTY: "true"}
+
+
+def _shape_takes(shape: _TableShape, folded: FoldedTable) -> bool:
+    """Whether a table of `shape` takes every changed row of `folded` as it is: nothing :meth:`DeltaTarget.refusal`
+    names, no column to add."""
+    check = check_column_set(folded.columns, shape.columns, shape.pk, folded.pk_signatures)
+    return not folded.case_conflicts and not isinstance(check, str) and not check.new_columns
 
 
 def _writes_by_position(configuration: Any) -> bool:

@@ -23,8 +23,10 @@ the same reason: a DataFrame append with ``txnAppId`` looks the marker up in the
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Collection
+import uuid
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from cdcbridge.apply.targets.column_types import quote
@@ -143,10 +145,12 @@ class PendingFiles:
     the caller commits them as an append under its marker (:meth:`commit_append`) or deletes them (:meth:`drop`).
     Lets a job write a batch in the job that decodes it and check it afterwards, from the written files."""
 
-    def __init__(self, spark: SparkSession, txn: Any, written: Any) -> None:
+    def __init__(self, spark: SparkSession, txn: Any, written: Any, *, made_folder: bool = False) -> None:
         self.spark = spark
         self._txn = txn
         self._written = written
+        #: Whether the write made the table's folder (the commit would have created the table in it).
+        self._made_folder = made_folder
 
     @classmethod
     def write(cls, spark: SparkSession, path: str, read_version: int, rows: DataFrame) -> PendingFiles | None:
@@ -154,6 +158,18 @@ class PendingFiles:
         longer at `read_version`."""
         txn = _transaction_at(spark, path, read_version)
         return None if txn is None else cls(spark, txn, _write_files(txn, rows))
+
+    @classmethod
+    def create(
+        cls, spark: SparkSession, path: str, schema_ddl: str, configuration: Mapping[str, str], rows: DataFrame
+    ) -> PendingFiles | None:
+        """`rows` written as the first files of a table with columns `schema_ddl` and table properties
+        `configuration` that the commit creates, as a DataFrame append to a new path does, so the table's first
+        version holds its first rows; None, with nothing written, when a table is at `path` already."""
+        folder = spark._jvm.org.apache.hadoop.fs.Path(path)
+        made_folder = not folder.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf()).exists(folder)
+        txn = _new_table_transaction(spark, path, schema_ddl, configuration)
+        return None if txn is None else cls(spark, txn, _write_files(txn, rows), made_folder=made_folder)
 
     @property
     def paths(self) -> list[str]:
@@ -180,9 +196,16 @@ class PendingFiles:
         return int(self._txn.commit(self._written.appended(_marker_action(jvm, marker)), operation))
 
     def drop(self) -> None:
-        """Delete the written files (no commit names them)."""
+        """Delete the written files (no commit names them); for a table the commit would have created, the folder
+        the write made, unless a table log appeared in it meanwhile."""
         jvm = self.spark._jvm
         conf = self.spark._jsparkSession.sessionState().newHadoopConf()
+        if self._made_folder:
+            folder = self._txn.deltaLog().dataPath()
+            filesystem = folder.getFileSystem(conf)
+            if not filesystem.exists(self._txn.deltaLog().logPath()):
+                filesystem.delete(folder, True)
+                return
         for path in self.paths:
             hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
             hadoop_path.getFileSystem(conf).delete(hadoop_path, False)
@@ -191,18 +214,42 @@ class PendingFiles:
         return [self._written.apply(i) for i in range(self._written.size())]
 
 
-def created_empty(spark: SparkSession, path: str) -> bool:
-    """Whether the table at `path` is at version 0 and that commit holds no file and no txn marker (a CREATE
-    TABLE): read from its one log entry, without the table's state."""
-    log = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
-    if int(log.update(False, spark._jvm.scala.Option.empty(), spark._jvm.scala.Option.empty()).version()) != 0:
-        return False
-    changes = log.getChanges(0, False)
-    if not changes.hasNext():
-        return False
-    actions = changes.next()._2()
-    kinds = {actions.apply(i).getClass().getSimpleName() for i in range(actions.size())}
-    return not kinds & {"AddFile", "SetTransaction"}
+def create_empty(spark: SparkSession, path: str, schema_ddl: str, configuration: Mapping[str, str]) -> int | None:
+    """Create the table at `path` with no row, as ``CREATE TABLE`` does but also in a folder that holds files no
+    table names (a write of a job stopped before its commit), as a DataFrame append to a new path does; returns
+    the commit's version (0), or None when a table is at `path` already."""
+    jvm = spark._jvm
+    txn = _new_table_transaction(spark, path, schema_ddl, configuration)
+    if txn is None:
+        return None
+    operation = jvm.org.apache.spark.sql.delta.DeltaOperations.CreateTable(
+        txn.metadata(), False, False, jvm.scala.Option.empty()
+    )
+    return int(txn.commit(_scala_object(jvm.scala.collection.immutable, "Nil$"), operation))
+
+
+def _new_table_transaction(
+    spark: SparkSession, path: str, schema_ddl: str, configuration: Mapping[str, str]
+) -> Any | None:
+    """A transaction whose commit creates the table at `path` with columns `schema_ddl` and properties
+    `configuration`; None when a table is there already."""
+    jvm = spark._jvm
+    txn = _transaction_at(spark, path, -1)
+    if txn is None:
+        return None
+    metadata = {
+        "id": str(uuid.uuid4()),
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": jvm.org.apache.spark.sql.types.StructType.fromDDL(schema_ddl).json(),
+        "partitionColumns": [],
+        "configuration": dict(configuration),
+        "createdTime": int(time.time() * 1000),
+    }
+    # Delta adds the protocol the properties need (deletion vectors: the table feature) with the metadata.
+    txn.updateMetadataForNewTable(
+        jvm.org.apache.spark.sql.delta.actions.Action.fromJson(json.dumps({"metaData": metadata}))
+    )
+    return txn
 
 
 def _transaction_at(spark: SparkSession, path: str, read_version: int) -> Any | None:
@@ -216,7 +263,7 @@ def _write_files(txn: Any, rows: DataFrame) -> Any:
     """`rows` written as new files of the transaction's table (its columns, in its order), not committed yet."""
     from pyspark.sql import functions as F
 
-    names = txn.snapshot().schema().fieldNames()
+    names = txn.metadata().schema().fieldNames()
     return txn.writeFiles(rows.select(*[F.col(quote(name)) for name in names])._jdf)
 
 

@@ -229,3 +229,92 @@ def test_a_batch_written_first_that_fails_its_checks_is_dropped_and_takes_the_ot
     # Delta leaves the empty file of an empty write on disk (its write returns no entry for it), as after a MERGE
     assert [spark.read.parquet(f"{table}/{name}").count() for name in on_disk - named] == [0]
     assert len(pending) == 5 and all(p is not None for p in pending)  # each batch was written first, then dropped
+
+
+def _kept_pending_creates(target: DeltaTarget, monkeypatch: Any) -> list[Any]:
+    """The pending appends into a table to create `target` will make, kept as they are made."""
+    pending: list[Any] = []
+    pending_create = target.pending_create
+
+    def kept(*args: Any) -> Any:
+        pending.append(pending_create(*args))
+        return pending[-1]
+
+    monkeypatch.setattr(target, "pending_create", kept)
+    return pending
+
+
+def _table_layout(spark: Any, path: str) -> tuple[Any, ...]:
+    """What a table was created as: its columns (nullability included), properties and protocol."""
+    from delta.tables import DeltaTable
+
+    detail = DeltaTable.forPath(spark, path).detail().first()
+    schema = spark.read.format("delta").load(path).schema
+    return (
+        schema.jsonValue(),
+        detail["properties"],
+        detail["minReaderVersion"],
+        detail["minWriterVersion"],
+        sorted(detail["tableFeatures"]),
+    )
+
+
+def test_a_first_batch_creates_the_table_in_the_commit_that_writes_it(spark, tmp_path) -> None:
+    from delta.tables import DeltaTable
+
+    paths = Paths(spark, tmp_path)
+    assert paths.apply([_put(10 + n, _key(n), n) for n in range(10)]) == "WRITE Append"
+    assert paths.last_report.new_key_batches == 1
+    path = paths.target.path(TABLE)
+    assert [entry["version"] for entry in DeltaTable.forPath(spark, path).history().collect()] == [0]
+    # the table Delta's own CREATE TABLE makes of the same columns and properties
+    spark.sql(
+        f"CREATE TABLE delta.`{tmp_path}/sql` (id bigint NOT NULL, count bigint, label string, "
+        "`_versions` map<string,bigint>, `_seq` string, `_deleted` boolean, `_source_ts` bigint) USING DELTA "
+        "TBLPROPERTIES ('cdcbridge.primaryKey' = '[\"id\"]', 'delta.enableDeletionVectors' = 'true')"
+    )
+    assert _table_layout(spark, path) == _table_layout(spark, f"{tmp_path}/sql")
+    assert "deletionVectors" in _table_layout(spark, path)[4]
+    assert paths.target._key_hashes.at(path, 0) is not None  # the job knows every key
+    paths.apply([_put(30 + n, _key(n), n) for n in range(10, 20)])
+    assert (paths.last_operation(), paths.last_report.new_key_batches) == ("WRITE Append", 1)
+    assert len(paths.rows(paths.target)) == 20
+
+
+def test_a_first_batch_its_sample_misjudges_is_dropped_with_its_folder_and_creates_the_table_otherwise(
+    spark, tmp_path, monkeypatch
+) -> None:
+    from delta.tables import DeltaTable
+
+    monkeypatch.setattr("cdcbridge.apply.spark.batch.SHAPE_SAMPLE", 2)
+    paths = Paths(spark, tmp_path)
+    created = _kept_pending_creates(paths.target, monkeypatch)
+    # one partition, in order: the sample sees the first two messages, not the colour of the third
+    coloured = with_pk(mutation(30, "PUT", [put("count", 3), put("colour", "red")]), _key(3))
+    paths.apply([_put(10, _key(1), 1), _put(20, _key(2), 2), coloured])
+    assert len(created) == 1 and created[0] is not None  # written first, then dropped
+    assert paths.last_report.new_key_batches == 1  # the summary and the append after it
+    assert [
+        entry["operation"] for entry in DeltaTable.forPath(spark, paths.target.path(TABLE)).history().collect()
+    ] == [
+        "WRITE",
+        "CREATE TABLE",
+    ]
+    assert paths.rows(paths.target)[_key(3)][1]["colour"] == "red"
+    on_disk, named = _data_files(paths)
+    assert on_disk == named  # the dropped files went with the dropped table's folder
+
+    other = Paths(spark, tmp_path / "other")
+    other_created = _kept_pending_creates(other.target, monkeypatch)
+    orphan = f"{other.target.path(TABLE)}/part-00000-of-a-job-stopped-before-its-commit.parquet"
+    spark.range(3).write.parquet(orphan)  # a folder with files but no table: both ways of creating it take it
+    other.apply([_put(10, _key(1), 1), _put(11, _key(1), 2), _put(12, _key(2), 1)])  # a key repeats in the sample
+    assert other_created == []  # not written first: the other paths create the table
+    assert other.rows(other.target)[_key(1)][1]["count"] == 2
+    third = Paths(spark, tmp_path / "third")
+    third_created = _kept_pending_creates(third.target, monkeypatch)
+    spark.range(3).write.parquet(f"{third.target.path(TABLE)}/part-00000-of-a-job-stopped-before-its-commit.parquet")
+    third.apply([_put(10 + n, _key(n), n) for n in range(4)])
+    assert third_created[0] is not None and third.last_operation() == "WRITE Append"
+    history = DeltaTable.forPath(spark, third.target.path(TABLE)).history().collect()
+    assert [entry["version"] for entry in history] == [0]
