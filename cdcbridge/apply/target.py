@@ -12,7 +12,7 @@ last and relies on the guard for a batch cut short.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -22,6 +22,7 @@ from cdcbridge.apply.core.model import PrimaryKey, TargetRow
 from cdcbridge.apply.core.policy import DeadLetter
 
 if TYPE_CHECKING:
+    import numpy as np
     from pyspark.sql import DataFrame
 
 
@@ -157,10 +158,12 @@ class SparkFoldTarget(ApplyTarget):
     def write_folded(self, marker: BatchMarker, tables: Mapping[str, FoldedTable]) -> dict[str, int]:
         """Write every table's changed rows with the ``_seq`` guard and the marker; rows written per table."""
 
-    def pending_append(self, table: str, rows: DataFrame) -> PendingAppend | None:
+    def pending_append(self, table: str, rows: DataFrame, key_hashes: Callable[[], np.ndarray]) -> PendingAppend | None:
         """`rows` (changed rows of `table` with new keys, as :attr:`FoldedTable.rows`) written in the table's
         current columns but not committed, so the job that folds them writes them too; None (nothing written) if
-        the target cannot, e.g. the table does not exist yet. Default: it cannot."""
+        the target cannot, e.g. the table does not exist yet. `key_hashes`, once `rows` were written: the sorted
+        hashes (:func:`~cdcbridge.apply.spark.fold.message_key_hash`) of the keys of every message of the batch,
+        the written rows' among them. Default: it cannot."""
         return None
 
     def creates_when_written_first(self, table: str) -> bool:
@@ -171,6 +174,7 @@ class SparkFoldTarget(ApplyTarget):
         self,
         table: str,
         rows: DataFrame,
+        key_hashes: Callable[[], np.ndarray],
         columns: frozenset[tuple[str, str]],
         pk_signatures: frozenset[tuple[tuple[str, str], ...]],
     ) -> PendingAppend | None:

@@ -27,17 +27,20 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from cdcbridge.apply.batch_report import FRESHNESS_QUANTILES, BatchReport
 from cdcbridge.apply.core.fold import ApplyStats
 from cdcbridge.apply.core.marker import BatchMarker, batch_already_applied
 from cdcbridge.apply.routing import TopicRouting
 from cdcbridge.apply.spark.columns import ColumnCache
-from cdcbridge.apply.spark.fold import fold_rows, grouped_operations
+from cdcbridge.apply.spark.fold import fold_rows, grouped_operations, message_key_hash
 from cdcbridge.apply.spark.kernel import KernelFunction
 from cdcbridge.apply.spark.new_keys import REPEATED_KEYS, STORED_KEYS, NewKeyPlanner, key_checks, per_message_groups
 from cdcbridge.apply.spark.operations import normalized_operations
@@ -46,7 +49,7 @@ from cdcbridge.apply.writer_schemas import WriterSchema
 from cdcbridge.contract import MessageFormat
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, Observation
 
 _NAMED_TYPES = "array<struct<n:string,t:string>>"
 #: A changed row's shape: its attribute columns and primary key as (name, Spark type name), and whether two column
@@ -57,7 +60,7 @@ SHAPE_TYPE = f"struct<cols:{_NAMED_TYPES},pk:{_NAMED_TYPES},case_conflict:boolea
 ROW_SHAPE = KernelFunction("cdcbridge_row_shape", "io.cdcbridge.spark.RowShape", SHAPE_TYPE)
 _STAT_COLUMNS = ("tombstones_without_seq", "duplicates", "stale", "applied", "tombstones_redundant")
 #: The summary's aggregates that are lists.
-_LISTS = frozenset({"unknown_sids", "column_sets", "pk_sets", "files", "ts_quantiles"})
+_LISTS = frozenset({"unknown_sids", "column_sets", "pk_sets", "files", "ts_quantiles", "key_hashes"})
 #: A changed row's columns as the target writes them (:attr:`FoldedTable.rows`).
 _ROW_COLUMNS = ("pk", "row", "file", "file_row")
 #: Messages whose shape names the columns of a table a batch written first creates (:func:`_sampled_shape`).
@@ -124,8 +127,9 @@ class SparkBatchApplier:
         if len(self.routing.applied_formats) != 1:
             return False
         (table,) = self.routing.applied_formats
-        creates = not self.new_keys.known_clean(table) and self.target.creates_when_written_first(table)
-        if not creates and not self.new_keys.known_clean(table):
+        clean = self.new_keys.known_clean(table)
+        creates = not clean and self.target.creates_when_written_first(table)
+        if not (clean or creates):
             return False
         if batch_already_applied(self.target.read_marker(table, self.app_id), self.app_id, batch_id):
             return False
@@ -140,15 +144,19 @@ class SparkBatchApplier:
         rows = observed.where((F.col("table") == F.lit(table)) & _changed()).select(*_ROW_COLUMNS)
         report.seconds_decode = time.perf_counter() - started
         started = time.perf_counter()
+        summary_of = cache(partial(_observed_summary, observation))
+        key_hashes = partial(_message_key_hashes, summary_of)
         pending = (
-            self.target.pending_create(table, rows, *sample) if sample else self.target.pending_append(table, rows)
+            self.target.pending_create(table, rows, key_hashes, *sample)
+            if sample
+            else self.target.pending_append(table, rows, key_hashes)
         )
         if pending is None:
             return False
         report.seconds_write = time.perf_counter() - started
         started = time.perf_counter()
         try:
-            summary = {name: _from_json(name, value) for name, value in observation.get.items()}
+            summary = summary_of()
             folded_table = _folded_table(table, summary, rows)
             passed = (
                 _fits_written_first(summary, folded_table)
@@ -362,14 +370,31 @@ def _grouped_columns() -> tuple[Column, list[Column]]:
 
 def _observed_columns() -> tuple[Column, list[Column]]:
     """The aggregates over the whole batch, observed during its write; the lists as JSON (an observation hands
-    back JVM objects for them). Each row is one message here, so ``keys_repeated`` counts the messages beyond the
-    first of each key, by key hash (a collision only sends the batch to the other paths)."""
+    back JVM objects for them). Each row is one message here: the set of the messages' key hashes
+    (``key_hashes``, :func:`~cdcbridge.apply.spark.fold.message_key_hash`) and their count (``keyed_messages``)
+    give the messages beyond the first of each key (a collision only sends the batch to the other paths), and the
+    set serves the target's stored-key check too (one set of a batch's keys, not one per check)."""
     from pyspark.sql import functions as F
 
     shape, aggregates = _summary_aggregates()
-    key_hash = F.when(F.col("table").isNotNull(), F.xxhash64("table", "pk"))
-    aggregates["keys_repeated"] = F.count(key_hash) - F.size(F.collect_set(key_hash))
+    del aggregates["keys_repeated"]
+    key_hash = F.when(F.col("table").isNotNull(), message_key_hash(F.col("table"), F.col("pk")))
+    aggregates["keyed_messages"] = F.count(key_hash)
+    aggregates["key_hashes"] = F.collect_set(key_hash)
     return shape, [(F.to_json(column) if name in _LISTS else column).alias(name) for name, column in aggregates.items()]
+
+
+def _observed_summary(observation: Observation) -> dict[str, Any]:
+    """The observed summary (:func:`_observed_columns`) as the grouped one reads, with ``keys_repeated``; the
+    lists decoded, the key hashes kept."""
+    summary = {name: _from_json(name, value) for name, value in observation.get.items()}
+    summary["keys_repeated"] = int(summary.pop("keyed_messages") or 0) - len(summary["key_hashes"] or ())
+    return summary
+
+
+def _message_key_hashes(summary_of: Callable[[], Mapping[str, Any]]) -> np.ndarray:
+    """The sorted hashes of the batch's message keys, from its observed summary (read once the batch was written)."""
+    return np.sort(np.asarray(summary_of()["key_hashes"] or (), dtype=np.int64))
 
 
 def _from_json(name: str, value: Any) -> Any:

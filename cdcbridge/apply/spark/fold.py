@@ -45,6 +45,15 @@ FOLD = KernelFunction("cdcbridge_fold_row", "io.cdcbridge.spark.FoldRow", RESULT
 _COLUMNS: ColumnCache = ColumnCache()
 
 
+def message_key_hash(table: Column, pk: Column) -> Column:
+    """A row key's hash as the messages hold it (`table`, `pk`: list of name and value union): the grouping's lead
+    key, and what a target that keeps the hashes of its keys stores, computed from its typed key columns in the
+    same form (:meth:`~cdcbridge.apply.targets.delta.DeltaTarget.pending_append`)."""
+    from pyspark.sql import functions as F
+
+    return F.xxhash64(table, pk)
+
+
 def grouped_operations(normalized: DataFrame) -> DataFrame:
     """One row per target row (``table``, ``pk``) with its operations (``ops``) and what was set aside: counts
     of ``messages``, ``python`` and ``other`` messages and the ``unknown_sids``. Messages that are no operation
@@ -63,7 +72,7 @@ def _grouping_columns() -> tuple[list[Column], list[Column]]:
     from cdcbridge.apply.spark.operations import OTHER, PYTHON, UNKNOWN_SID
 
     kind = F.col("_class")
-    keys = [F.xxhash64("table", "pk").alias("_row_hash"), F.col("table"), F.col("pk")]
+    keys = [message_key_hash(F.col("table"), F.col("pk")).alias("_row_hash"), F.col("table"), F.col("pk")]
     aggregates = [
         F.collect_list("op").alias("ops"),
         F.count(F.lit(1)).alias("messages"),

@@ -76,7 +76,7 @@ import numpy as np
 from cdcbridge.apply.core.marker import BatchMarker
 from cdcbridge.apply.core.model import ColumnValue, PkValue, PrimaryKey, TargetRow
 from cdcbridge.apply.errors import TargetError
-from cdcbridge.apply.spark.fold import STATE_TYPE
+from cdcbridge.apply.spark.fold import STATE_TYPE, message_key_hash
 from cdcbridge.apply.spark.kernel import KernelFunction
 from cdcbridge.apply.target import PendingAppend, SparkFoldTarget, TargetBatch
 from cdcbridge.apply.targets.column_types import (
@@ -528,20 +528,14 @@ class DeltaTarget(SparkFoldTarget):
     def refusal(self, folded: FoldedTable) -> str | None:
         if folded.case_conflicts:
             return f"{folded.case_conflicts} row(s) have attribute columns that differ only in case"
-        check = self._column_check(folded)
+        check = _column_check(self._shape(folded.table), folded)
         return check if isinstance(check, str) else None
-
-    def _column_check(self, folded: FoldedTable) -> TypeCheck | str:
-        shape = self._shape(folded.table)
-        return check_column_set(
-            folded.columns, shape.columns if shape else {}, shape.pk if shape else None, folded.pk_signatures
-        )
 
     def write_folded(self, marker: BatchMarker, tables: Mapping[str, FoldedTable]) -> dict[str, int]:
 
         written: dict[str, int] = {}
         for table, folded in tables.items():
-            check = self._column_check(folded)
+            check = _column_check(self._shape(table), folded)
             if isinstance(check, str):
                 raise TargetError(f"rows of table {table!r} reached the write despite a type conflict: {check}")
             pk = dict(next(iter(folded.pk_signatures)))
@@ -584,11 +578,11 @@ class DeltaTarget(SparkFoldTarget):
             if known < marker.batch_id and self._key_hashes.at(path, version) is not None:
                 shape = self._shape(table)
                 assert shape is not None
-                source, observation = observed_key_hashes(source, list(shape.pk))
-            if append_known(self.spark, path, version, source, marker, known):
-                self._committed(path, marker)
+                source, observation = observed_key_hashes(source, _message_key_hash(table, shape))
+            committed = append_known(self.spark, path, version, source, marker, known)
+            if committed is not None:
+                self._markers[(path, marker.app_id)] = (committed, marker)
                 if observation is not None:
-                    committed = self._markers[(path, marker.app_id)][0]
                     self._key_hashes.appended(path, version, committed, written_key_hashes(observation))
                 return
         (
@@ -600,7 +594,7 @@ class DeltaTarget(SparkFoldTarget):
         )
         self._committed(self.path(table), marker)
 
-    def pending_append(self, table: str, rows: DataFrame) -> PendingAppend | None:
+    def pending_append(self, table: str, rows: DataFrame, key_hashes: Callable[[], np.ndarray]) -> PendingAppend | None:
         from pyspark.sql import functions as F
 
         shape = self._shape(table)
@@ -616,14 +610,11 @@ class DeltaTarget(SparkFoldTarget):
         # A row whose key the table cannot take is left out, not failed on: the batch's observed key signatures
         # then send it to the other paths (DeltaPendingAppend.written_in_full).
         source = source.where(_all_of([F.col(quote(name)).isNotNull() for name in shape.pk]))
-        stored_hashes = self._key_hashes.at(path, read_version)
-        observation = None
-        if stored_hashes is not None:
-            source, observation = observed_key_hashes(source, list(shape.pk))
         files = PendingFiles.write(self.spark, path, read_version, source)
         if files is None:
             return None
-        known = None if observation is None else KnownKeys(stored_hashes, written_key_hashes(observation))
+        stored_hashes = self._key_hashes.at(path, read_version)
+        known = None if stored_hashes is None else KnownKeys(stored_hashes, key_hashes())
         stored = None
         if known is None:
             written = [key_bounds(stats, list(shape.pk)) for stats in files.stats]
@@ -647,6 +638,7 @@ class DeltaTarget(SparkFoldTarget):
         self,
         table: str,
         rows: DataFrame,
+        key_hashes: Callable[[], np.ndarray],
         columns: frozenset[tuple[str, str]],
         pk_signatures: frozenset[tuple[tuple[str, str], ...]],
     ) -> PendingAppend | None:
@@ -662,11 +654,10 @@ class DeltaTarget(SparkFoldTarget):
         path = self.path(table)
         source = rows.select(*_for_shape(self._source_columns, table, shape, _merge_source_columns))
         source = source.where(_all_of([F.col(quote(name)).isNotNull() for name in shape.pk]))
-        source, observation = observed_key_hashes(source, list(shape.pk))
         files = PendingFiles.create(self.spark, path, _table_ddl(shape), _table_properties(shape), source)
         if files is None:
             return None
-        written = written_key_hashes(observation)
+        written = key_hashes()
 
         def committed(marker: BatchMarker, version: int) -> None:
             self._markers[(path, marker.app_id)] = (version, marker)
@@ -853,8 +844,15 @@ def _table_properties(shape: _TableShape) -> dict[str, str]:
 def _shape_takes(shape: _TableShape, folded: FoldedTable) -> bool:
     """Whether a table of `shape` takes every changed row of `folded` as it is: nothing :meth:`DeltaTarget.refusal`
     names, no column to add."""
-    check = check_column_set(folded.columns, shape.columns, shape.pk, folded.pk_signatures)
+    check = _column_check(shape, folded)
     return not folded.case_conflicts and not isinstance(check, str) and not check.new_columns
+
+
+def _column_check(shape: _TableShape | None, folded: FoldedTable) -> TypeCheck | str:
+    """`folded`'s columns and key against a table of `shape` (None: no table yet): the columns to add, or why not."""
+    return check_column_set(
+        folded.columns, shape.columns if shape else {}, shape.pk if shape else None, folded.pk_signatures
+    )
 
 
 def _writes_by_position(configuration: Any) -> bool:
@@ -1042,10 +1040,7 @@ def _state_columns(table: str, shape: _TableShape) -> list[Column]:
     the rows are matched to the batch's keys)."""
     from pyspark.sql import functions as F
 
-    pk = F.array(
-        *[F.struct(F.lit(n).alias("n"), _union(F.col(quote(n)), kind, _PK_FIELDS).alias("v"))
-          for n, kind in shape.pk.items()]
-    )  # fmt: skip
+    pk = _message_pk(shape)
     stored = F.struct(*[F.col(quote(name)) for name in [*shape.columns, *RESERVED_COLUMNS]])
     return [
         F.lit(table).alias("table"),
@@ -1054,6 +1049,23 @@ def _state_columns(table: str, shape: _TableShape) -> list[Column]:
         F.col(_FILE).alias("file"),
         F.col(_FILE_ROW).alias("file_row"),
     ]
+
+
+def _message_pk(shape: _TableShape) -> Column:
+    """A row's typed key columns as the messages hold its key (``pk``: list of name and value union)."""
+    from pyspark.sql import functions as F
+
+    return F.array(
+        *[F.struct(F.lit(n).alias("n"), _union(F.col(quote(n)), kind, _PK_FIELDS).alias("v"))
+          for n, kind in shape.pk.items()]
+    )  # fmt: skip
+
+
+def _message_key_hash(table: str, shape: _TableShape) -> Column:
+    """The hash of a row's key from its typed key columns, equal to its messages' (:func:`message_key_hash`)."""
+    from pyspark.sql import functions as F
+
+    return message_key_hash(F.lit(table), _message_pk(shape))
 
 
 def _merge_source_columns(shape: _TableShape) -> list[Column]:

@@ -4,24 +4,23 @@ Why: a batch of new keys written first must not hold a key the table holds. Chec
 Spark job over the key columns of every file whose key bounds meet the batch's: all of them when keys arrive in
 random order, as in a first load. A job that saw the table empty and made every commit since knows each key it
 wrote: the hashes of an append's keys are observed while it is written, and the check becomes a lookup on the
-driver. The hashes are valid at one table version: any other commit (another writer's, or a MERGE of this job)
-leaves them behind the table, and they are not used again. A hash collision only reports a key as stored, which
-sends the batch to the paths that read the table. At most `max_keys` hashes (8 bytes each) are kept per table;
-beyond, the table's key columns are read again.
+driver. The hashes are of the keys in the messages' form (:func:`~cdcbridge.apply.spark.fold.message_key_hash`), so
+the set of a batch's message keys that the job observes anyway serves as the written keys; it may name a key whose
+messages changed no row, which, like a collision, only reports that key as stored later. The hashes are valid at one
+table version: any other commit (another writer's, or a MERGE of this job) leaves them behind the table, and they
+are not used again. A hash collision only reports a key as stored, which sends the batch to the paths that read the
+table. At most `max_keys` hashes (8 bytes each) are kept per table; beyond, the table's key columns are read again.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cdcbridge.apply.targets.column_types import quote
-
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, Observation
+    from pyspark.sql import Column, DataFrame, Observation
 
 #: The most key hashes kept per table (80 MB).
 KEY_HASHES_MAX = 10_000_000
@@ -64,14 +63,13 @@ def held(stored: np.ndarray, written: np.ndarray) -> int:
     return int(np.count_nonzero(stored[found] == written))
 
 
-def observed_key_hashes(frame: DataFrame, pk: Sequence[str]) -> tuple[DataFrame, Observation]:
-    """`frame` (rows in the table's columns) observed for the hashes of its keys (`pk`: the key column names),
+def observed_key_hashes(frame: DataFrame, key_hash: Column) -> tuple[DataFrame, Observation]:
+    """`frame` observed for the hashes of its keys (`key_hash`: the hash of a row's key in the messages' form),
     which :func:`written_key_hashes` reads once an action wrote it."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     observation = Observation()
-    key_hash = F.xxhash64(*[F.col(quote(name)) for name in pk])
     return frame.observe(observation, F.to_json(F.collect_set(key_hash)).alias(_HASHES)), observation
 
 

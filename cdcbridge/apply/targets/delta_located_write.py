@@ -126,18 +126,16 @@ def commit_located(
 
 def append_known(
     spark: SparkSession, path: str, read_version: int, rows: DataFrame, marker: BatchMarker, committed_batch: int
-) -> bool:
+) -> int | None:
     """Append `rows` (the table's columns) in one commit under `marker`, where the table at `read_version` holds
     `committed_batch` as the marker of `marker`'s app id (-1: none): what a DataFrame append with ``txnAppId``
-    writes, without rebuilding the table's state to read the marker. False, with nothing written, when the table
-    is no longer at `read_version`; True when written, or when the marker was committed already."""
+    writes, without rebuilding the table's state to read the marker. None, with nothing written, when the table
+    is no longer at `read_version`; else the version that holds the marker: the commit's, or `read_version` when
+    the marker was committed already."""
     if committed_batch >= marker.batch_id:
-        return _transaction_at(spark, path, read_version) is not None
+        return read_version if _transaction_at(spark, path, read_version) is not None else None
     pending = PendingFiles.write(spark, path, read_version, rows)
-    if pending is None:
-        return False
-    pending.commit_append(marker)
-    return True
+    return None if pending is None else pending.commit_append(marker)
 
 
 class PendingFiles:

@@ -123,7 +123,7 @@ def test_an_append_under_a_known_marker_writes_its_rows_and_marker_in_one_job(sp
     new_rows = _shifted(paths).localCheckpoint()
     marker = BatchMarker("app", 1)
     written, jobs = spark_jobs_of(spark, "known", lambda: append_known(spark, path, version, new_rows, marker, 0))
-    assert written
+    assert written == version + 1
     assert jobs == 1, "the write alone: the table's state is not rebuilt to look the marker up"
     assert _version(paths) == version + 1
     commit = paths.last_commit()
@@ -138,8 +138,8 @@ def test_an_append_whose_table_moved_on_or_whose_marker_is_committed_writes_noth
     path = paths.target.path(TABLE)
     version = _version(paths)
     rows = _shifted(paths)
-    assert append_known(spark, path, version, rows, BatchMarker("app", 0), 0)
-    assert not append_known(spark, path, version - 1, rows, BatchMarker("app", 1), 0)
+    assert append_known(spark, path, version, rows, BatchMarker("app", 0), 0) == version  # committed already
+    assert append_known(spark, path, version - 1, rows, BatchMarker("app", 1), 0) is None
     assert _version(paths) == version
     assert _stored(paths).count() == 40
 

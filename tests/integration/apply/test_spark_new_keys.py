@@ -169,8 +169,8 @@ def _kept_pending_appends(target: DeltaTarget, monkeypatch: Any) -> list[Any]:
     pending: list[Any] = []
     pending_append = target.pending_append
 
-    def kept(table: str, rows: Any) -> Any:
-        pending.append(pending_append(table, rows))
+    def kept(*args: Any) -> Any:
+        pending.append(pending_append(*args))
         return pending[-1]
 
     monkeypatch.setattr(target, "pending_append", kept)
@@ -197,12 +197,39 @@ def test_new_keys_into_an_existing_table_are_written_by_the_job_that_decodes_the
     paths.apply([_put(45, _key(36), 1)])  # the stored key's batch was a MERGE: the hashes are behind the table
     assert (pending[2].known, paths.last_report.new_key_batches) == (None, 1)
     paths.spark_path.new_keys.clean.clear()
-    monkeypatch.setattr(paths.target, "pending_append", lambda table, rows: None)  # the summary, then the append
+    monkeypatch.setattr(paths.target, "pending_append", lambda *args: None)  # the summary, then the append
     more_rows = [_put(50 + n, _key(n), n) for n in range(20, 30)]
     _, jobs_before = spark_jobs_of(spark, "before", lambda: paths.apply(more_rows))
     assert paths.last_report.new_key_batches == 1
     assert jobs < jobs_before
     assert len(paths.rows(paths.target)) == 32
+
+
+def test_keys_an_append_of_the_other_paths_wrote_are_found_stored_by_the_next_batch_written_first(
+    spark, tmp_path, monkeypatch
+):
+    """The key hashes observed from a table's typed key columns (an append after the summary job) equal those of
+    the messages' keys (a batch written first), for a key of a string and an integer."""
+    paths = Paths(spark, tmp_path)
+
+    def key(n: int) -> tuple:
+        return (("region", f"r{n % 3}"), ("id", n))
+
+    creates = _kept_pending_creates(paths.target, monkeypatch)
+    paths.apply([_put(10 + n, key(n), n) for n in range(5)])
+    assert len(creates) == 1 and creates[0] is not None  # the table made by the first batch: every key known
+    paths.spark_path.new_keys.clean.clear()  # the next batch takes the summary job, then an append
+    paths.apply([_put(30 + n, key(n), n) for n in range(5, 10)])
+    assert paths.last_report.new_key_batches == 1
+    pending = _kept_pending_appends(paths.target, monkeypatch)
+    paths.spark_path.new_keys.clean[TABLE] = True
+    paths.apply([_put(50, key(20), 1), _put(51, key(7), 1)])  # 7 came with the append
+    assert pending[0].known is not None and pending[0].stored_keys() == 1
+    assert paths.last_report.new_key_batches == 0  # dropped, then folded against the stored row
+    table = spark.read.format("delta").load(paths.target.path(TABLE))
+    counts = {(row["region"], row["id"]): row["count"] for row in table.collect()}
+    assert table.count() == len(counts) == 11  # no key twice
+    assert (counts[("r1", 7)], counts[("r2", 20)], counts[("r0", 3)]) == (1, 1, 3)
 
 
 def test_a_batch_written_first_that_fails_its_checks_is_dropped_and_takes_the_other_paths(spark, tmp_path, monkeypatch):
