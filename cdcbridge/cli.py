@@ -542,6 +542,7 @@ def bench_failover(ctx: click.Context, fast: bool, handoff_samples: int, failove
 @click.option("--targets", default="delta,postgres", show_default=True)
 @click.option("--warmup-batches", default=4, show_default=True, help="Unreported batches of every size run first.")
 @click.option("--first-load-rows", default=500_000, show_default=True, help="Rows of the first-load run (0: skip).")
+@click.option("--first-load-rounds", default=3, show_default=True, help="First loads run; the median is reported.")
 @click.option(
     "--trickle-seconds", default=60.0, show_default=True, help="Trickle time per phase: inserts, updates (0: skip)."
 )
@@ -555,7 +556,7 @@ def bench_failover(ctx: click.Context, fast: bool, handoff_samples: int, failove
 )
 @click.pass_context
 def bench_apply(ctx: click.Context, batch_sizes: str, batches: int, targets: str, warmup_batches: int,
-                first_load_rows: int, trickle_seconds: float, trickle_trigger: float | None,
+                first_load_rows: int, first_load_rounds: int, trickle_seconds: float, trickle_trigger: float | None,
                 table_rows: str | None) -> None:  # fmt: skip
     """The apply job: records/s into Delta and PostgreSQL per batch size (Delta also against a floor: decode and
     rewrite only), the first load of an empty Delta target against a plain decode-and-append job, the apply
@@ -571,7 +572,8 @@ def bench_apply(ctx: click.Context, batch_sizes: str, batches: int, targets: str
     sizes = tuple(int(s) for s in batch_sizes.split(",") if s)
     figures = run_apply_bench(batch_sizes=sizes, batches=batches,
                               targets=tuple(targets.split(",")), warmup_batches=warmup_batches,
-                              first_load_rows=first_load_rows, trickle_seconds=trickle_seconds,
+                              first_load_rows=first_load_rows, first_load_rounds=first_load_rounds,
+                              trickle_seconds=trickle_seconds,
                               trickle_trigger=trickle_trigger)  # fmt: skip
     flat = {k: v for k, v in figures.items() if not isinstance(v, dict | list)}
     if sizes:

@@ -44,7 +44,7 @@ from cdcbridge.apply.target import ApplyTarget, SparkFoldTarget, TargetBatch
 from cdcbridge.config import BridgeConfig, parse_config
 from cdcbridge.formats import BridgeTableFormat
 from cdcbridge.formats.keys import decode_key
-from cdcbridge.harness.bench.apply_first_load import initial_fill, measure_first_load
+from cdcbridge.harness.bench.apply_first_load import initial_fill, measure_first_load, median_of_rounds
 from cdcbridge.harness.bench.apply_floor import measure_floor
 from cdcbridge.harness.bench.apply_table import fill_table
 from cdcbridge.harness.bench.apply_workload import (
@@ -250,17 +250,20 @@ def _measure_freshness(spark: Any, endpoints: dict, work: Path, target: str, dsn
     }
 
 
-def _measure_first_load(spark: Any, endpoints: dict, work: Path, rows: int, batch_size: int, seed: int) -> dict:
-    """The initial fill of an empty Delta target with `rows` new rows, against the plain job
+def _measure_first_load(
+    spark: Any, endpoints: dict, work: Path, rows: int, batch_size: int, seed: int, rounds: int
+) -> dict:
+    """The initial fill of an empty Delta target with `rows` new rows, against the plain job, `rounds` times
     (:mod:`.apply_first_load`), after an unreported small fill that warms both jobs' code up."""
-    figures: dict[str, Any] = {}
-    for size in (min(rows, batch_size) // 5, rows):
+    measured = []
+    warmup = min(rows, batch_size) // 5
+    for index, size in enumerate([warmup] + [rows] * rounds):
         prefix = f"load{int(time.time() * 1000) % 10**9}"
-        _produce(endpoints, initial_fill(TABLE, rows=size, prefix=prefix, seed=seed))
-        per_batch = batch_size if size == rows else max(size // 5, 1)
+        _produce(endpoints, initial_fill(TABLE, rows=size, prefix=prefix, seed=seed + index))
+        per_batch = batch_size if index else max(size // 5, 1)
         config = _config(endpoints, prefix, work, "delta", None, max_offsets_per_trigger=per_batch)
-        figures = measure_first_load(spark, config)
-    return figures
+        measured.append(measure_first_load(spark, config, apply_first=index % 2 == 0))
+    return median_of_rounds(measured[1:])
 
 
 def _measure_trickle(seconds: float, trigger_seconds: float | None) -> dict[str, Any]:
@@ -305,15 +308,17 @@ def run_apply_bench(
     seed: int = 5,
     warmup_batches: int = 4,
     first_load_rows: int = 500_000,
+    first_load_rounds: int = 3,
     trickle_seconds: float = 60.0,
     trickle_trigger: float | None = None,
 ) -> dict[str, Any]:
     """Measure apply throughput per target and batch size, and freshness into Delta; returns flat figures
     (``delta_100k_batches.rec_per_s``, ``delta_freshness.p95_s``, …). Each target is first warmed up with
     `warmup_batches` batches of every size (not reported). Then, for Delta, the first load of `first_load_rows`
-    rows in batches of the largest size (``delta_first_load``) and, once this Spark is stopped, the end-to-end
-    trickle of `trickle_seconds` with the whole stack, new rows then updates of them (``delta_trickle``,
-    ``delta_trickle_updates``; `trickle_trigger` overrides the job's default trigger). 0 skips either."""
+    rows in batches of the largest size, `first_load_rounds` times (``delta_first_load``, the median) and, once
+    this Spark is stopped, the end-to-end trickle of `trickle_seconds` with the whole stack, new rows then updates
+    of them (``delta_trickle``, ``delta_trickle_updates``; `trickle_trigger` overrides the job's default trigger).
+    0 skips either."""
     from cdcbridge.config import SparkSettings
     from cdcbridge.harness.stack.postgres import PostgresServer
     from cdcbridge.harness.stack.spark import local_spark_session
@@ -346,7 +351,7 @@ def run_apply_bench(
             )
         if "delta" in targets and first_load_rows > 0:
             figures["delta_first_load"] = _measure_first_load(
-                spark, endpoints, work, first_load_rows, max(batch_sizes, default=100_000), seed
+                spark, endpoints, work, first_load_rows, max(batch_sizes, default=100_000), seed, first_load_rounds
             )
         figures["spark_master"] = spark.sparkContext.master
         figures["cores"] = spark.sparkContext.defaultParallelism

@@ -6,13 +6,16 @@ job reads it with ``availableNow`` in batches of ``maxOffsetsPerTrigger`` into a
 the same messages with the apply job's own Kafka source options in the same batches, decodes each value with
 ``from_avro`` and appends the decoded rows to a Delta table under a txn marker: no grouping, no fold, no checks, so
 its rate bounds the apply's on this machine. Both rates are rows/s over the batches' own time (the query's start
-and the first table creation included in neither), and ``ratio`` is apply / plain, measured in the same run.
+and the first table creation included in neither), and ``ratio`` is apply / plain, measured in the same run; over
+several rounds (each a new stream and table, the two jobs' order alternating) the median of the rounds' ratios.
 """
 
 from __future__ import annotations
 
 import random
+import statistics
 import time
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cdcbridge.apply.job import run_apply, start_query
@@ -84,11 +87,15 @@ def plain_append(spark: SparkSession, config: BridgeConfig) -> list[tuple[int, f
     return times
 
 
-def measure_first_load(spark: SparkSession, config: BridgeConfig) -> dict[str, Any]:
-    """Fill an empty Delta target with the apply job, then run the plain job on the same messages; rows/s of
-    each and their ratio."""
-    plain = plain_append(spark, config)
-    summary = run_apply(config, once=True, spark=spark)
+def measure_first_load(spark: SparkSession, config: BridgeConfig, *, apply_first: bool = False) -> dict[str, Any]:
+    """Fill an empty Delta target with the apply job and run the plain job on the same messages (the plain job
+    first unless `apply_first`); rows/s of each and their ratio."""
+    if apply_first:
+        summary = run_apply(config, once=True, spark=spark)
+        plain = plain_append(spark, config)
+    else:
+        plain = plain_append(spark, config)
+        summary = run_apply(config, once=True, spark=spark)
     apply_rows = sum(messages for _, messages, _ in summary.batch_times)
     apply_seconds = sum(seconds for _, _, seconds in summary.batch_times)
     plain_rows = sum(messages for messages, _ in plain)
@@ -102,3 +109,18 @@ def measure_first_load(spark: SparkSession, config: BridgeConfig) -> dict[str, A
         "plain_rows_per_s": plain_rate,
         "ratio": round(apply_rate / plain_rate, 2) if apply_rate and plain_rate else None,
     }
+
+
+def median_of_rounds(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The figures of several first loads (:func:`measure_first_load`) as one: each rate and the ratio the median
+    of the rounds', with the lowest and highest ratio beside it (one round swings by about ±10 %)."""
+    ratios = [r["ratio"] for r in rounds if r["ratio"] is not None]
+    figures = dict(rounds[-1])
+    for name in ("rows_per_s", "plain_rows_per_s"):
+        rates = [r[name] for r in rounds if r[name] is not None]
+        figures[name] = round(statistics.median(rates)) if rates else None
+    figures["ratio"] = round(statistics.median(ratios), 2) if ratios else None
+    figures["ratio_lowest"] = min(ratios, default=None)
+    figures["ratio_highest"] = max(ratios, default=None)
+    figures["rounds"] = len(rounds)
+    return figures

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cdcbridge.formats.keys import decode_key
-from cdcbridge.harness.bench.apply_first_load import initial_fill
+from cdcbridge.harness.bench.apply_first_load import initial_fill, median_of_rounds
 from cdcbridge.harness.bench.apply_trickle import DeltaPoller, _quantiles, first_seen_after, trickle
 
 
@@ -61,3 +61,17 @@ def test_the_poller_sees_an_updated_value_only_when_its_version_is_readable(tmp_
     poller.check()
     assert set(poller.seen) == {(1, 1), (1, 1_000_000), (2, 2)}
     assert poller.seen[(1, 1)] == first
+
+
+def test_first_loads_of_several_rounds_report_the_median_ratio_and_its_spread() -> None:
+    rounds = [
+        {"rows": 10, "batches": 2, "rows_per_s": 50, "plain_rows_per_s": 70, "ratio": 0.71},
+        {"rows": 10, "batches": 2, "rows_per_s": 60, "plain_rows_per_s": 65, "ratio": 0.92},
+        {"rows": 10, "batches": 2, "rows_per_s": 55, "plain_rows_per_s": 68, "ratio": 0.81},
+    ]
+    assert median_of_rounds(rounds) == {
+        "rows": 10, "batches": 2, "rows_per_s": 55, "plain_rows_per_s": 68, "ratio": 0.81,
+        "ratio_lowest": 0.71, "ratio_highest": 0.92, "rounds": 3,
+    }  # fmt: skip
+    failed = median_of_rounds([{**rounds[0], "rows_per_s": None, "ratio": None}])
+    assert (failed["ratio"], failed["rows_per_s"], failed["ratio_lowest"]) == (None, None, None)
