@@ -5,11 +5,11 @@ Spark job over the key columns of every file whose key bounds meet the batch's: 
 random order, as in a first load. A job that saw the table empty and made every commit since knows each key it
 wrote: the hashes of an append's keys are observed while it is written, and the check becomes a lookup on the
 driver. The hashes are of the keys in the messages' form (:func:`~cdcbridge.apply.spark.fold.message_key_hash`), so
-the set of a batch's message keys that the job observes anyway serves as the written keys; it may name a key whose
-messages changed no row, which, like a collision, only reports that key as stored later. The hashes are valid at one
-table version: any other commit (another writer's, or a MERGE of this job) leaves them behind the table, and they
-are not used again. A hash collision only reports a key as stored, which sends the batch to the paths that read the
-table. At most `max_keys` hashes (8 bytes each) are kept per table; beyond, the table's key columns are read again.
+the set of a batch's message keys that the job observes anyway serves as the written keys. The hashes are valid at
+one table version: any other commit (another writer's, or a MERGE of this job) leaves them behind the table, and
+they are not used again. A hash collision, or a key in the set whose messages changed no row, only reports a key as
+stored, which sends that batch to the paths that read the table. At most `max_keys` hashes (8 bytes each) are kept
+per table; beyond, the table's key columns are read again.
 """
 
 from __future__ import annotations
