@@ -544,6 +544,9 @@ def bench_failover(ctx: click.Context, fast: bool, handoff_samples: int, failove
 @click.option("--first-load-rows", default=500_000, show_default=True, help="Rows of the first-load run (0: skip).")
 @click.option("--first-load-rounds", default=3, show_default=True, help="First loads run; the median is reported.")
 @click.option(
+    "--table-rows-rounds", default=3, show_default=True, help="Rounds of --table-rows; the median round is reported."
+)
+@click.option(
     "--trickle-seconds", default=60.0, show_default=True, help="Trickle time per phase: inserts, updates (0: skip)."
 )
 @click.option("--trickle-trigger", type=float, default=None, help="Trigger of the trickle's job (default: the job's).")
@@ -556,8 +559,8 @@ def bench_failover(ctx: click.Context, fast: bool, handoff_samples: int, failove
 )
 @click.pass_context
 def bench_apply(ctx: click.Context, batch_sizes: str, batches: int, targets: str, warmup_batches: int,
-                first_load_rows: int, first_load_rounds: int, trickle_seconds: float, trickle_trigger: float | None,
-                table_rows: str | None) -> None:  # fmt: skip
+                first_load_rows: int, first_load_rounds: int, table_rows_rounds: int, trickle_seconds: float,
+                trickle_trigger: float | None, table_rows: str | None) -> None:  # fmt: skip
     """The apply job: records/s into Delta and PostgreSQL per batch size (Delta also against a floor: decode and
     rewrite only), the first load of an empty Delta target against a plain decode-and-append job, the apply
     job's freshness, and end-to-end freshness at a trickle with the whole stack. An empty --batch-sizes skips
@@ -566,7 +569,9 @@ def bench_apply(ctx: click.Context, batch_sizes: str, batches: int, targets: str
 
     if table_rows is not None:
         sizes = tuple(int(size) for size in table_rows.split(","))
-        figures = run_table_rows_bench(table_rows=sizes, batches=batches, warmup_batches=warmup_batches)
+        figures = run_table_rows_bench(
+            table_rows=sizes, batches=batches, rounds=table_rows_rounds, warmup_batches=warmup_batches
+        )
         _report(ctx, "apply-table-rows", figures)
         return
     sizes = tuple(int(s) for s in batch_sizes.split(",") if s)

@@ -15,7 +15,8 @@ apply of this design does per batch (decode, keep each key's last message, rewri
 
 Table size (``--table-rows``, Delta only): per size, a table of that many rows is filled directly
 (:mod:`.apply_table`), then 100k-record batches on random keys of it are applied from Kafka; the steady rate per
-size and the ratio largest / smallest show whether a batch's cost follows the batch or the table.
+size and the ratio largest / smallest show whether a batch's cost follows the batch or the table. The sizes run
+in rounds, in turn smallest and largest first, and the median round is reported.
 
 Freshness: the job runs continuously (1 s trigger) while records are produced at a fixed rate; for every message
 the time from its send to the commit of the target write that made its row reach (or pass) its seq is taken, and
@@ -418,13 +419,16 @@ def run_table_rows_bench(
     table_rows: tuple[int, ...] = (250_000, 10_000_000),
     batch_size: int = 100_000,
     batches: int = 4,
+    rounds: int = 3,
     endpoints: dict[str, str] | None = None,
     seed: int = 5,
     warmup_batches: int = 4,
 ) -> dict[str, Any]:
     """Per table size: steady rec/s of `batch_size`-record batches on random keys into a Delta table of that many
     rows, filled directly beforehand; and the ratio largest / smallest (``ratio_large_to_small``), which is 1
-    when a batch's cost does not depend on the table. A small table takes `warmup_batches` batches first."""
+    when a batch's cost does not depend on the table. The sizes run `rounds` times, their order reversed every
+    round, and the median round is reported (:func:`median_table_rows_round`): one round's ratio swings with the
+    machine. A small table takes `warmup_batches` batches first."""
     from cdcbridge.config import SparkSettings
     from cdcbridge.harness.stack.spark import local_spark_session
     from cdcbridge.harness.stack.stack import LocalStack, StackPorts
@@ -436,24 +440,39 @@ def run_table_rows_bench(
         up = stack.up(StackPorts(0, 0, 0, 0), services=("kafka", "registry"))
         endpoints = {"kafka": up.kafka_bootstrap, "registry": up.registry_url}
     spark = local_spark_session("cdcbridge-bench-apply", SparkSettings(master="local[2]"))
-    figures: dict[str, Any] = {}
+    measured: list[dict[str, Any]] = []
     try:
         if warmup_batches > 0:
             _measure_table_size(spark, endpoints, work, min(table_rows), batch_size, warmup_batches, seed + 1)
-        for rows in table_rows:
-            figures[f"delta_{rows_label(rows)}_rows"] = _measure_table_size(
-                spark, endpoints, work, rows, batch_size, batches, seed
-            )
-        figures["ratio_large_to_small"] = table_size_ratio(figures, table_rows)
-        figures["batch_records"] = batch_size
-        figures["spark_master"] = spark.sparkContext.master
-        figures["cores"] = spark.sparkContext.defaultParallelism
+        for round_ in range(max(rounds, 1)):
+            figures: dict[str, Any] = {}
+            for rows in sorted(table_rows, reverse=round_ % 2 == 1):
+                figures[f"delta_{rows_label(rows)}_rows"] = _measure_table_size(
+                    spark, endpoints, work, rows, batch_size, batches, seed + round_
+                )
+            figures["ratio_large_to_small"] = table_size_ratio(figures, table_rows)
+            measured.append(figures)
+        result = median_table_rows_round(measured)
+        result["batch_records"] = batch_size
+        result["spark_master"] = spark.sparkContext.master
+        result["cores"] = spark.sparkContext.defaultParallelism
     finally:
         spark.stop()
         if stack is not None:
             stack.down()
         shutil.rmtree(work, ignore_errors=True)
-    return flatten(figures)
+    return flatten(result)
+
+
+def median_table_rows_round(rounds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The round whose ratio is the median of the rounds' (the lower middle one of an even count), with the
+    lowest and highest ratio and the number of rounds beside it."""
+    ratios = [r["ratio_large_to_small"] for r in rounds if r.get("ratio_large_to_small") is not None]
+    if not ratios:
+        return {**rounds[-1], "rounds": len(rounds)}
+    middle = statistics.median_low(ratios)
+    chosen = next(r for r in rounds if r.get("ratio_large_to_small") == middle)
+    return {**chosen, "ratio_lowest": min(ratios), "ratio_highest": max(ratios), "rounds": len(rounds)}
 
 
 def warmup_runs(batch_sizes: Collection[int], warmup_batches: int) -> list[tuple[int, int]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -217,6 +218,7 @@ def measure_trickle(*, seconds: float = 60.0, interval: float = 0.5, poll: float
         for worker in workers:
             worker.stop()
         stack.down()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _phase_figures(

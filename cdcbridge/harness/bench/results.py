@@ -159,8 +159,8 @@ SECTION_NOTES = {
     "and the table rewritten, the least an apply of this design does. decode / read / fold / write: share of a "
     "batch's time.",
     "apply-table-rows": "Per table size: a Delta table filled directly, then 100k-record batches on random keys "
-    "applied from Kafka; records/s: median of the batches after the first. A cost that follows the batch keeps the "
-    "ratio near 1.",
+    "applied from Kafka; records/s: the median round's median batch after the first. A cost that follows the batch "
+    "keeps the ratio near 1.",
     "bridge": "One worker, emulator → Kafka (Avro, acks=all), against raw produce of the same messages.",
     "failover": "Failover and hand-off: a worker is killed or stopped at a random phase of its peer's take cycle, "
     "until the peer delivers again. Rebalance: a second worker joins one that holds 8 shards, until each holds 4.",

@@ -92,6 +92,23 @@ def test_table_sizes_are_named_in_thousands_or_millions_and_compared_largest_to_
     assert table_size_ratio({"delta_250k_rows": {"rec_per_s": 10_000}}, (250_000, 10_000_000)) is None
 
 
+def test_the_table_size_round_reported_is_the_one_of_the_median_ratio_with_the_spread_beside_it() -> None:
+    from cdcbridge.harness.bench.apply import median_table_rows_round
+
+    rounds = [
+        {"delta_250k_rows": {"rec_per_s": 30_000}, "ratio_large_to_small": 0.6},
+        {"delta_250k_rows": {"rec_per_s": 20_000}, "ratio_large_to_small": 0.9},
+        {"delta_250k_rows": {"rec_per_s": 25_000}, "ratio_large_to_small": 0.7},
+    ]
+    median = median_table_rows_round(rounds)
+    assert median["delta_250k_rows"] == {"rec_per_s": 25_000}
+    assert (median["ratio_large_to_small"], median["ratio_lowest"], median["ratio_highest"]) == (0.7, 0.6, 0.9)
+    assert median["rounds"] == 3
+    assert median_table_rows_round(rounds[:2])["ratio_large_to_small"] == 0.6  # an even count: the lower middle
+    unmeasured = median_table_rows_round([{"ratio_large_to_small": None}])
+    assert unmeasured == {"ratio_large_to_small": None, "rounds": 1}
+
+
 def test_preloaded_keys_are_updated_and_deleted_from_their_first_record() -> None:
     from cdcbridge.changes import RecordAction
 
