@@ -199,14 +199,15 @@ class _BatchHandler:
         reference path; a schema id met for the first time is fetched and the batch decoded again (neither path
         writes before it has read the whole batch)."""
         if self.spark_applier is not None:
-            ranges = self._small_batch_ranges(batch)
-            if ranges is not None:
+            ranges = kafka_offset_ranges(batch)
+            messages = None if ranges is None else batch_messages(ranges)
+            if ranges is not None and self._is_small(messages):
                 report = self._apply_small(batch, batch_id, ranges)
                 report.small_batches = 1
                 return report
             for _ in range(_MAX_NEW_SCHEMA_IDS):
                 try:
-                    return self.spark_applier.apply(batch_id, batch, self.schemas.known())
+                    return self.spark_applier.apply(batch_id, batch, self.schemas.known(), messages)
                 except SchemaIdsNeeded as needed:
                     self.schemas.resolve(needed.schema_ids)
                 except ReferencePathNeeded as reason:
@@ -214,16 +215,13 @@ class _BatchHandler:
                     break
         return self._apply_reference(batch, batch_id)
 
-    def _small_batch_ranges(self, batch: DataFrame) -> list[OffsetRange] | None:
-        """The batch's Kafka offset ranges (read from its plan, without a job) when it holds at most
-        ``apply.small_batch_max_messages`` messages: then the reference path is the cheaper one, a read of the
+    def _is_small(self, messages: int | None) -> bool:
+        """Whether a batch of `messages` (from its Kafka offset ranges, read from its plan without a job) holds at
+        most ``apply.small_batch_max_messages``: then the reference path is the cheaper one, a read of the
         batch on the driver, a read of only its stored rows, a fold on the driver and one write, where the Spark
         path runs several jobs whose fixed cost does not shrink with the batch (benchmarks/history.md,
         2026-11-25 trickle)."""
-        ranges = kafka_offset_ranges(batch)
-        if ranges is None or batch_messages(ranges) > self.config.apply.small_batch_max_messages:
-            return None
-        return ranges
+        return messages is not None and messages <= self.config.apply.small_batch_max_messages
 
     def _apply_small(self, batch: DataFrame, batch_id: int, ranges: list[OffsetRange]) -> BatchReport:
         """A small batch read and decoded on the driver, or collected in one Spark job where the driver cannot

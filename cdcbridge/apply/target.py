@@ -134,11 +134,14 @@ class SparkFoldTarget(ApplyTarget):
     path (:meth:`read_rows` / :meth:`write`) stays for batches the Spark path leaves to it."""
 
     @abstractmethod
-    def current_rows(self, tables: Collection[str], grouped: DataFrame) -> DataFrame | None:
+    def current_rows(
+        self, tables: Collection[str], grouped: DataFrame, keys_at_most: int | None = None
+    ) -> DataFrame | None:
         """The stored rows of `tables` as ``table``, ``pk``, ``cur`` (:data:`~cdcbridge.apply.spark.fold.
         STATE_TYPE`) and optionally ``file`` (the file holding the row), at least those whose (table, pk) is in
         `grouped` (the batch's rows); None if the target holds none of the tables. Lazy where it can be: Spark
-        evaluates it inside the fold's job."""
+        evaluates it inside the fold's job. `keys_at_most`: a bound on the batch's keys when known (its
+        messages), so a target need not count them."""
 
     def stored_among(self, tables: Collection[str], keys: DataFrame) -> DataFrame | None:
         """The rows of `keys` (``table``, ``pk``) whose key the target holds in `tables`, with at least ``table``;

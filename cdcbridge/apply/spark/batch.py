@@ -96,16 +96,23 @@ class SparkBatchApplier:
         self.app_id = app_id
         self.new_keys = NewKeyPlanner()
 
-    def apply(self, batch_id: int, batch: DataFrame, schemas: Mapping[int, WriterSchema]) -> BatchReport:
+    def apply(
+        self,
+        batch_id: int,
+        batch: DataFrame,
+        schemas: Mapping[int, WriterSchema],
+        messages_at_most: int | None = None,
+    ) -> BatchReport:
         """Apply one batch; raises :class:`ReferencePathNeeded` or :class:`SchemaIdsNeeded` before writing
-        anything when the batch must take the reference path or needs schemas fetched first."""
+        anything when the batch must take the reference path or needs schemas fetched first.
+        `messages_at_most`: the batch's messages when known (its Kafka offset ranges), a bound on its keys."""
         report = BatchReport(batches=1, spark_batches=1)
         started = time.perf_counter()
         image_tables = [t for t, f in self.routing.applied_formats.items() if f is MessageFormat.RECORD_IMAGE]
         pk_names = {table: names for table in image_tables if (names := self.target.pk_names(table)) is not None}
         normalized = normalized_operations(batch, schemas, self.routing, pk_names)
         if not self.new_keys.worth_trying(self.routing.applied_formats):
-            return self._apply_grouped(batch_id, normalized, report, started)
+            return self._apply_grouped(batch_id, normalized, report, started, messages_at_most)
         if self._apply_written_first(batch_id, normalized, report, started):
             report.new_key_batches = 1
             return report
@@ -113,7 +120,7 @@ class SparkBatchApplier:
             if self._apply_new_keys(batch_id, decoded, report, time.perf_counter()):
                 report.new_key_batches = 1
                 return report
-            return self._apply_grouped(batch_id, decoded, report, time.perf_counter())
+            return self._apply_grouped(batch_id, decoded, report, time.perf_counter(), messages_at_most)
 
     def _apply_written_first(self, batch_id: int, normalized: DataFrame, report: BatchReport, started: float) -> bool:
         """The new-key path in one Spark job, for a job of one table whose last batch passed the checks, into a
@@ -200,12 +207,14 @@ class SparkBatchApplier:
         self._write(batch_id, head, tables, report, started)
         return True
 
-    def _apply_grouped(self, batch_id: int, normalized: DataFrame, report: BatchReport, started: float) -> BatchReport:
+    def _apply_grouped(
+        self, batch_id: int, normalized: DataFrame, report: BatchReport, started: float, keys_at_most: int | None
+    ) -> BatchReport:
         """The grouped path: each row's operations grouped (one shuffle), joined with its stored row and folded."""
         with _persisted(grouped_operations(normalized)) as grouped:
             report.seconds_decode += time.perf_counter() - started
             started = time.perf_counter()
-            current = self.target.current_rows(list(self.routing.applied_formats), grouped)
+            current = self.target.current_rows(list(self.routing.applied_formats), grouped, keys_at_most)
             report.seconds_read += time.perf_counter() - started
             started = time.perf_counter()
             with _materialized(fold_rows(grouped, current)) as folded:

@@ -310,7 +310,9 @@ class PostgresTarget(SparkFoldTarget):
 
     # --- the Spark path -----------------------------------------------------------------------------------------
 
-    def current_rows(self, tables: Collection[str], grouped: DataFrame) -> DataFrame | None:
+    def current_rows(
+        self, tables: Collection[str], grouped: DataFrame, keys_at_most: int | None = None
+    ) -> DataFrame | None:
         from pyspark.sql import functions as F
 
         from cdcbridge.apply.spark.batch import ReferencePathNeeded

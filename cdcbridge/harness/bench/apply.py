@@ -105,8 +105,8 @@ class SparkCommitClock(CommitClock, SparkFoldTarget):
 
     inner: SparkFoldTarget
 
-    def current_rows(self, tables: Collection[str], grouped: Any) -> Any:
-        return self.inner.current_rows(tables, grouped)
+    def current_rows(self, tables: Collection[str], grouped: Any, keys_at_most: int | None = None) -> Any:
+        return self.inner.current_rows(tables, grouped, keys_at_most)
 
     def refusal(self, folded: FoldedTable) -> str | None:
         return self.inner.refusal(folded)

@@ -53,7 +53,9 @@ class MemorySparkTarget(MemoryTarget, SparkFoldTarget):
         for row in rows:
             self.tables.setdefault(row.table, {})[row.pk] = row.copy()
 
-    def current_rows(self, tables: Collection[str], grouped: DataFrame) -> DataFrame | None:
+    def current_rows(
+        self, tables: Collection[str], grouped: DataFrame, keys_at_most: int | None = None
+    ) -> DataFrame | None:
         rows = [row for table in tables for row in self.tables.get(table, {}).values()]
         if not rows:
             return None

@@ -69,8 +69,16 @@ def test_a_batch_of_few_keys_reads_only_the_files_that_may_hold_them(spark, tmp_
     assert _files_scanned(current) == 2  # each key's equality: the files of ids 5 and 12
     assert sorted(row["pk"][0]["v"]["l"] for row in current.collect()) == [5, 12]
 
+    more = delta.KEY_FILTER_MAX + 1  # a batch of more messages than the filter takes: its keys are not collected
+    collected = []
+    monkeypatch.setattr(delta, "_few_batch_keys", lambda shapes, grouped: collected.append(grouped))
+    current = paths.target.current_rows([TABLE], _grouped(spark, [5, 12]), keys_at_most=more)
+    assert collected == [] and _files_scanned(current) == len(files)
+    assert sorted(row["pk"][0]["v"]["l"] for row in current.collect()) == [5, 12]
+    monkeypatch.undo()
+
     monkeypatch.setattr(delta, "KEY_EQUALITIES_MAX", 1)  # an IN list, which Delta prunes by its range: ids 5 … 12
-    current = paths.target.current_rows([TABLE], _grouped(spark, [5, 12]))
+    current = paths.target.current_rows([TABLE], _grouped(spark, [5, 12]), keys_at_most=2)
     assert _files_scanned(current) == 8
     assert sorted(row["pk"][0]["v"]["l"] for row in current.collect()) == [5, 12]
 

@@ -56,7 +56,7 @@ def test_the_commit_clock_keeps_the_spark_path_and_notes_the_rows_it_wrote() -> 
     from cdcbridge.harness.bench.apply import SparkCommitClock, commit_clock
 
     class SparkMemory(MemoryTarget, SparkFoldTarget):
-        def current_rows(self, tables, grouped):
+        def current_rows(self, tables, grouped, keys_at_most=None):
             return None
 
         def refusal(self, folded):

@@ -156,7 +156,7 @@ def test_without_metrics_the_handler_counts_nothing_and_still_applies(monkeypatc
 class SparkMemoryTarget(MemoryTarget, SparkFoldTarget):
     """A memory target the handler takes for a Spark one (the Spark path itself is replaced in the test)."""
 
-    def current_rows(self, tables, grouped):
+    def current_rows(self, tables, grouped, keys_at_most=None):
         raise AssertionError("not called: the Spark applier is replaced")
 
     def refusal(self, folded):
@@ -186,6 +186,10 @@ class FakeReader:
         self.closed = True
 
 
+#: The message counts the replaced Spark path was given, per batch (:func:`_small_batch_handler`).
+bounds: list[int | None] = []
+
+
 def _small_batch_handler(monkeypatch, apply: dict | None = None):
     """A Spark-target handler whose batches "five", "six" and "unknown" have 5, 6 and unknown messages (the
     threshold is 5); returns the handler, the Spark collects and the batches sent to the Spark path."""
@@ -209,10 +213,12 @@ def _small_batch_handler(monkeypatch, apply: dict | None = None):
     handler = _BatchHandler(config, SparkMemoryTarget(), TopicRouting.from_config(config), ApplySummary())
     handler.start("app")
     on_spark: list[str] = []
+    bounds.clear()
     assert handler.spark_applier is not None
 
-    def on_spark_path(batch_id, batch, schemas):
+    def on_spark_path(batch_id, batch, schemas, messages_at_most=None):
         on_spark.append(batch)
+        bounds.append(messages_at_most)
         return BatchReport(spark_batches=1)
 
     monkeypatch.setattr(handler.spark_applier, "apply", on_spark_path)
@@ -233,6 +239,7 @@ def test_a_batch_of_at_most_the_threshold_is_read_by_the_driver_and_larger_ones_
     assert handler._apply("six", 1).spark_batches == 1
     assert handler._apply("unknown", 2).spark_batches == 1
     assert collected == [] and on_spark == ["six", "unknown"]  # no Spark job read the small batch
+    assert bounds == [6, None]  # the Spark path is told a batch's messages where its plan names its offsets
     handler.close()
     assert reader.closed
 
