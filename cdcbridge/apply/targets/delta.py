@@ -460,8 +460,8 @@ class DeltaTarget(SparkFoldTarget):
     ) -> DataFrame | None:
         """The fold's stored rows; a batch of at most :data:`KEY_FILTER_MAX` keys reads only the tables it names,
         each with a filter on its key values that Delta skips files by (:func:`_stored_keys_filter`). A batch
-        known to hold more messages than that is not asked for its keys: the collect would run the grouping
-        before the fold's job, a tenth of a 100k batch's time."""
+        known to hold more messages than that is not asked for its keys: their collect runs the grouping
+        before the fold's job, which costs a large batch more than the filter could save it."""
         shapes = {table: shape for table in tables if (shape := self._shape(table)) is not None}
         few_possible = shapes and (keys_at_most is None or keys_at_most <= KEY_FILTER_MAX)
         few = _few_batch_keys(shapes, grouped) if few_possible else None
