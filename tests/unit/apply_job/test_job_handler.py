@@ -186,13 +186,10 @@ class FakeReader:
         self.closed = True
 
 
-#: The message counts the replaced Spark path was given, per batch (:func:`_small_batch_handler`).
-bounds: list[int | None] = []
-
-
 def _small_batch_handler(monkeypatch, apply: dict | None = None):
     """A Spark-target handler whose batches "five", "six" and "unknown" have 5, 6 and unknown messages (the
-    threshold is 5); returns the handler, the Spark collects and the batches sent to the Spark path."""
+    threshold is 5); returns the handler, the Spark collects and the batches sent to the Spark path with the
+    message counts it was given."""
     from cdcbridge.apply import job
     from cdcbridge.apply.batch_report import BatchReport
     from cdcbridge.apply.driver.kafka_fetch import OffsetRange
@@ -212,13 +209,11 @@ def _small_batch_handler(monkeypatch, apply: dict | None = None):
     monkeypatch.setattr(job, "decoded_records", decoded)
     handler = _BatchHandler(config, SparkMemoryTarget(), TopicRouting.from_config(config), ApplySummary())
     handler.start("app")
-    on_spark: list[str] = []
-    bounds.clear()
+    on_spark: list[tuple[str, int | None]] = []
     assert handler.spark_applier is not None
 
     def on_spark_path(batch_id, batch, schemas, messages_at_most=None):
-        on_spark.append(batch)
-        bounds.append(messages_at_most)
+        on_spark.append((batch, messages_at_most))
         return BatchReport(spark_batches=1)
 
     monkeypatch.setattr(handler.spark_applier, "apply", on_spark_path)
@@ -238,8 +233,9 @@ def test_a_batch_of_at_most_the_threshold_is_read_by_the_driver_and_larger_ones_
     assert reader.reads == [[OffsetRange("t", 0, 10, 12), OffsetRange("t", 1, 0, 3)]]
     assert handler._apply("six", 1).spark_batches == 1
     assert handler._apply("unknown", 2).spark_batches == 1
-    assert collected == [] and on_spark == ["six", "unknown"]  # no Spark job read the small batch
-    assert bounds == [6, None]  # the Spark path is told a batch's messages where its plan names its offsets
+    assert collected == []  # no Spark job read the small batch
+    # the Spark path is told a batch's messages where its plan names its offsets
+    assert on_spark == [("six", 6), ("unknown", None)]
     handler.close()
     assert reader.closed
 
