@@ -218,9 +218,9 @@ def _run(options: ChaosOptions, report: ChaosReport, work: Path, spark: Any, say
 def _record_workers(report: ChaosReport, pool: WorkerPool) -> None:
     report.worker_starts = pool.starts
     report.unexpected_worker_exits = [vars(e) for e in pool.unexpected_exits]
-    loss_lines = pool.log_lines(DATA_LOSS_LINE)
+    loss_lines, replaced_lines = pool.log_lines(DATA_LOSS_LINE, PRODUCER_REPLACED_LINE)
     report.data_loss_log_lines, report.data_loss_log_examples = len(loss_lines), loss_lines[:5]
-    report.producer_replacements = len(pool.log_lines(PRODUCER_REPLACED_LINE))
+    report.producer_replacements = len(replaced_lines)
 
 
 def _run_cycles(env: ChaosEnvironment, report: ChaosReport, options: ChaosOptions, began: float, say: Echo,

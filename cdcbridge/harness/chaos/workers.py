@@ -98,13 +98,16 @@ class WorkerPool:
             if slot.process is not None:
                 slot.process.stop()
 
-    def log_lines(self, pattern: re.Pattern[str]) -> list[str]:
-        """Every log line of every worker ever started that `pattern` finds."""
-        lines = []
+    def log_lines(self, *patterns: re.Pattern[str]) -> list[list[str]]:
+        """Per pattern, every log line of every worker ever started that it finds (the logs read once)."""
+        found: list[list[str]] = [[] for _ in patterns]
         for path in self.log_paths:
             try:
                 text = path.read_text(errors="replace")
             except OSError:
                 continue
-            lines += [line for line in text.splitlines() if pattern.search(line)]
-        return lines
+            for line in text.splitlines():
+                for lines, pattern in zip(found, patterns, strict=True):
+                    if pattern.search(line):
+                        lines.append(line)
+        return found

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cdcbridge.harness.chaos.report import ChaosReport, FaultCycle, machine_info
-from cdcbridge.harness.chaos.workers import PRODUCER_REPLACED_LINE, WorkerPool
+from cdcbridge.harness.chaos.workers import DATA_LOSS_LINE, PRODUCER_REPLACED_LINE, WorkerPool
 from cdcbridge.kafka.sink import PRODUCER_REPLACED
 
 
@@ -97,9 +97,13 @@ def test_a_replaced_producer_is_counted_from_the_sinks_own_warning_and_reported(
             "%s (librdkafka …); its %d unacknowledged messages …", PRODUCER_REPLACED, 3
         )
     log = tmp_path / "w1.log"
+    loss = "2026-11-27T18:54:05Z ERROR DATA LOSS: shard s1 trimmed"
     log.write_text("2026-11-27T18:54:04Z INFO something else\n" + "\n".join(r.getMessage() for r in caplog.records))
-    pool = WorkerPool(tmp_path / "cdcbridge.yaml", tmp_path, size=1, log_paths=[log, tmp_path / "never-started.log"])
-    assert pool.log_lines(PRODUCER_REPLACED_LINE) == [caplog.records[0].getMessage()]
+    (tmp_path / "w2.log").write_text(loss + "\n")
+    logs = [log, tmp_path / "never-started.log", tmp_path / "w2.log"]
+    pool = WorkerPool(tmp_path / "cdcbridge.yaml", tmp_path, size=1, log_paths=logs)
+    replaced, lost = pool.log_lines(PRODUCER_REPLACED_LINE, DATA_LOSS_LINE)
+    assert (replaced, lost) == ([caplog.records[0].getMessage()], [loss])
     report = passing_report()
     report.producer_replacements = 1
     assert "0 DATA LOSS log lines; 1 Kafka producers replaced after a message timed out" in "\n".join(report.lines())
