@@ -1,9 +1,9 @@
 """Delta Lake target (delta-spark): one table per source table under ``apply.delta_path/<table>``.
 
 Layout: the primary-key columns (bigint / string / binary), one typed column per attribute (added when first
-seen; see :mod:`.column_types`), ``_versions`` (map column → version in ms, which the fold needs for
-version-aware operations), ``_seq``, ``_deleted`` and ``_source_ts``. The primary-key names are kept in the
-table property ``cdcbridge.primaryKey``.
+seen; see :mod:`.column_types`), ``_versions`` (the cells' versions in ms, which the fold needs for version-aware
+operations, kept compact: :mod:`.delta_versions`), ``_seq``, ``_deleted`` and ``_source_ts``. The primary-key names
+are kept in the table property ``cdcbridge.primaryKey``.
 
 Each table's rows go in one MERGE with the guard ``s._seq > t._seq OR t._seq IS NULL``, committed with Delta's
 ``txn`` action (session confs ``spark.databricks.delta.write.txnAppId`` / ``txnVersion``): Delta skips a MERGE
@@ -103,6 +103,7 @@ from cdcbridge.apply.targets.delta_located_write import (
     create_empty,
 )
 from cdcbridge.apply.targets.delta_pending_append import DeltaPendingAppend, KnownKeys
+from cdcbridge.apply.targets.delta_versions import ROW_VERSIONS, cell_version, stored_versions
 from cdcbridge.changes import Value
 
 if TYPE_CHECKING:
@@ -545,7 +546,7 @@ class DeltaTarget(SparkFoldTarget):
                 raise TargetError(f"rows of table {table!r} reached the write despite a type conflict: {check}")
             pk = dict(next(iter(folded.pk_signatures)))
             shape = self._ensure_shape(table, pk, check.new_columns)
-            source = folded.rows.select(*_for_shape(self._source_columns, table, shape, _merge_source_columns))
+            source = self._source(table, shape, folded.rows)
             latest = self._snapshot(self.path(table))  # one read of the log decides the write mode
             if self._only_new_rows(folded, latest):
                 self._append(table, source, marker)
@@ -611,7 +612,7 @@ class DeltaTarget(SparkFoldTarget):
         table_files = self._key_bounds.files(path, snapshot, list(shape.pk))
         if not table_files.files and self._key_hashes.at(path, read_version) is None:
             self._key_hashes.start(path, read_version)
-        source = rows.select(*_for_shape(self._source_columns, table, shape, _merge_source_columns))
+        source = self._source(table, shape, rows)
         # A row whose key the table cannot take is left out, not failed on: the batch's observed key signatures
         # then send it to the other paths (DeltaPendingAppend.written_in_full).
         source = source.where(_all_of([F.col(quote(name)).isNotNull() for name in shape.pk]))
@@ -657,7 +658,7 @@ class DeltaTarget(SparkFoldTarget):
             return None
         shape = _TableShape(dict(next(iter(pk_signatures))), dict(check.new_columns))
         path = self.path(table)
-        source = rows.select(*_for_shape(self._source_columns, table, shape, _merge_source_columns))
+        source = self._source(table, shape, rows)
         source = source.where(_all_of([F.col(quote(name)).isNotNull() for name in shape.pk]))
         files = PendingFiles.create(self.spark, path, _table_ddl(shape), _table_properties(shape), source)
         if files is None:
@@ -674,6 +675,11 @@ class DeltaTarget(SparkFoldTarget):
             self.spark, shape.pk, files, stored=None, known=KnownKeys(np.empty(0, dtype=np.int64), written),
             takes=partial(_shape_takes, shape), committed=committed,
         )  # fmt: skip
+
+    def _source(self, table: str, shape: _TableShape, rows: DataFrame) -> DataFrame:
+        """Folded rows (``pk``, ``row``) as the table's typed columns, ready to be written."""
+        ROW_VERSIONS.register(rows.sparkSession)
+        return rows.select(*_for_shape(self._source_columns, table, shape, _merge_source_columns))
 
     def _takes_as_written(self, folded: FoldedTable) -> bool:
         """Whether the table's current columns take every changed row of `folded` as it is."""
@@ -742,11 +748,10 @@ class DeltaTarget(SparkFoldTarget):
         cut short between the two commits."""
         from pyspark.sql import functions as F
 
-        columns = _for_shape(self._source_columns, table, shape, _merge_source_columns)
-        new = folded.rows.where(F.col("file").isNull()).select(*columns)
+        new = self._source(table, shape, folded.rows.where(F.col("file").isNull()))
         if not new.isEmpty():
             new.write.format("delta").mode("append").save(self.path(table))
-        stored = folded.rows.where(F.col("file").isNotNull()).select(*columns)
+        stored = self._source(table, shape, folded.rows.where(F.col("file").isNotNull()))
         if folded.rows_changed <= MERGE_BROADCAST_MAX_ROWS:
             stored = F.broadcast(stored)
         self._guarded_merge(table, stored, shape.pk, marker, insert=False)
@@ -889,7 +894,7 @@ def _row_record(row: TargetRow) -> dict[str, Any]:
     record: dict[str, Any] = dict(row.pk)
     for name, cell in row.columns.items():
         record[name] = cell.value
-    record["_versions"] = {name: cell.version for name, cell in row.columns.items() if cell.version is not None}
+    record["_versions"] = stored_versions(row.columns)
     record["_seq"] = row.seq
     record["_deleted"] = row.deleted
     record["_source_ts"] = row.source_ts
@@ -912,7 +917,7 @@ def _row_from_json(table: str, record: Mapping[str, Any], shape: _TableShape) ->
         pk.append((name, value))
     versions = record.get("_versions") or {}
     columns = {
-        name: ColumnValue(_typed(record[name], kind), versions.get(name))
+        name: ColumnValue(_typed(record[name], kind), cell_version(versions, name))
         for name, kind in shape.columns.items()
         if record.get(name) is not None
     }
@@ -1083,7 +1088,7 @@ def _merge_source_columns(shape: _TableShape) -> list[Column]:
     return [
         *pk,
         *columns,
-        F.expr("map_filter(transform_values(row.cols, (k, v) -> v.e), (k, v) -> v IS NOT NULL)").alias("_versions"),
+        ROW_VERSIONS(F.col("row.cols")).alias("_versions"),
         F.col("row.seq").alias("_seq"),
         F.col("row.del").alias("_deleted"),
         F.col("row.ts").alias("_source_ts"),

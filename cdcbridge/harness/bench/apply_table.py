@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from cdcbridge.apply.targets.column_types import BINARY, BOOLEAN, DOUBLE, LONG, STRING
 from cdcbridge.apply.targets.delta import MAX_RECORDS_PER_FILE, DeltaTarget
+from cdcbridge.apply.targets.delta_versions import COMMON_VERSION_KEY
 from cdcbridge.contract import SEQ_KEY_FORMAT
 from cdcbridge.harness.bench.apply_workload import START_US
 
@@ -37,8 +38,7 @@ def stored_rows(target: DeltaTarget, rows: int, partitions: int) -> DataFrame:
     ts = F.lit(written_us // 1000)
     key = F.col("id")
     has_blob = key % 2 == 0
-    versions = F.create_map(F.lit("name"), ts, F.lit("score"), ts, F.lit("visits"), ts)
-    with_blob = F.map_concat(versions, F.create_map(F.lit("blob"), ts))
+    versions = F.create_map(F.lit(COMMON_VERSION_KEY), ts)  # every cell of the row at the same version
     return target.spark.range(0, rows, 1, partitions).select(
         F.concat(F.lit("r"), (key % 3).cast("string")).alias("region"),
         key.alias("id"),
@@ -47,7 +47,7 @@ def stored_rows(target: DeltaTarget, rows: int, partitions: int) -> DataFrame:
         (key % 100).alias("visits"),
         F.lit(None).cast(BOOLEAN).alias("active"),
         F.when(has_blob, F.unhex(F.lpad(F.hex(key), 16, "0"))).alias("blob"),
-        F.when(has_blob, with_blob).otherwise(versions).alias("_versions"),
+        versions.alias("_versions"),
         F.format_string(SEQ_KEY_FORMAT, F.lit(1), F.lit(written_us) + key, F.lit(0), F.lit(0)).alias("_seq"),
         F.lit(False).alias("_deleted"),
         ts.alias("_source_ts"),

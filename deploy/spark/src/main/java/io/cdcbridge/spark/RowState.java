@@ -23,7 +23,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  *
  * <p>Argument: a struct of the table's attribute columns (typed: boolean, bigint, double, string, binary), then
  * {@code _versions}, {@code _deleted}, {@code _seq} and {@code _source_ts}, as cdcbridge/apply/targets/delta.py
- * lays a table out. Result: {@code cols} (each non-null attribute as its value union and version),
+ * lays a table out; a cell's version is its own entry in {@code _versions}, else the row's common version (the
+ * empty key, {@link RowVersions}). Result: {@code cols} (each non-null attribute as its value union and version),
  * {@code del}, {@code seq}, {@code ts}. Values are returned as they are read: Spark copies the result before it
  * reads the next row.
  */
@@ -55,10 +56,22 @@ public final class RowState extends KernelExpression {
             MapData map = stored.getMap(at.versions());
             ArrayData keys = map.keyArray();
             ArrayData versionValues = map.valueArray();
+            boolean[] named = new boolean[attributes];
+            Long common = null;
             for (int i = 0; i < map.numElements(); i++) {
-                Integer attribute = at.attributeIndex().get(keys.getUTF8String(i));
-                if (attribute != null && !versionValues.isNullAt(i)) {
-                    versions[attribute] = versionValues.getLong(i);
+                UTF8String key = keys.getUTF8String(i);
+                Long version = versionValues.isNullAt(i) ? null : versionValues.getLong(i);
+                Integer attribute = at.attributeIndex().get(key);
+                if (attribute != null) {
+                    versions[attribute] = version;
+                    named[attribute] = true;
+                } else if (key.equals(RowVersions.COMMON_VERSION_KEY)) {
+                    common = version;
+                }
+            }
+            for (int attribute = 0; common != null && attribute < attributes; attribute++) {
+                if (!named[attribute]) {
+                    versions[attribute] = common;
                 }
             }
         }
