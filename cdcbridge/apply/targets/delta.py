@@ -93,6 +93,7 @@ from cdcbridge.apply.targets.column_types import (
     value_type,
 )
 from cdcbridge.apply.targets.dead_letters import dead_letter_row
+from cdcbridge.apply.targets.delta_build import check_delta_build
 from cdcbridge.apply.targets.delta_key_bounds import DeltaKeyBounds, key_bounds
 from cdcbridge.apply.targets.delta_key_hashes import KEY_HASHES_MAX, KeyHashes, observed_key_hashes, written_key_hashes
 from cdcbridge.apply.targets.delta_located_write import (
@@ -208,6 +209,7 @@ class DeltaTarget(SparkFoldTarget):
         overwrite_max_bytes: int = OVERWRITE_MAX_BYTES,
         key_hashes_max: int = KEY_HASHES_MAX,
     ) -> None:
+        check_delta_build(spark)
         self.spark = spark
         self.root = root.rstrip("/")
         self.dead_letter_table = dead_letter_table
