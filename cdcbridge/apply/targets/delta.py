@@ -67,7 +67,7 @@ import json
 import math
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial, reduce
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +102,7 @@ from cdcbridge.apply.targets.delta_located_write import (
     append_known,
     commit_located,
     create_empty,
+    overwrite_known,
 )
 from cdcbridge.apply.targets.delta_pending_append import DeltaPendingAppend, KnownKeys
 from cdcbridge.apply.targets.delta_versions import ROW_VERSIONS, cell_version, stored_versions
@@ -125,6 +126,10 @@ MAX_RECORDS_PER_FILE = 1_000_000
 KEY_FILTER_MAX = 1000
 #: Most checks of a key against a file's key bounds :meth:`DeltaTarget.read_rows` makes to name the files it reads.
 BOUNDS_CHECKS_MAX = 200_000
+#: Most files the fold's read names to Delta's reader itself (their add actions, kept from the log), and its write
+#: to the commit, instead of a read that rebuilds the table's state with Spark jobs for each new version; each file
+#: costs a call into the JVM.
+FILES_NAMED_MAX = 500
 #: Most keys such a filter names one by one (an OR of their equalities), which Delta prunes files by exactly.
 KEY_EQUALITIES_MAX = 64
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
@@ -189,6 +194,10 @@ class _FoldRead:
     deletion_vectors: bool
     #: Whether the batch may be written by the positions the read names (:func:`_writes_by_position`).
     locates_rows: bool
+    #: The add actions (JSON) of every file of the version, when the read named them (:data:`FILES_NAMED_MAX`).
+    adds: tuple[str, ...] | None = None
+    #: The snapshot read (a JVM object).
+    snapshot: Any = field(default=None, compare=False, repr=False)
 
 
 #: Field of the fold's value union (and of the primary-key union) that holds each logical column type.
@@ -383,20 +392,23 @@ class DeltaTarget(SparkFoldTarget):
             + [_BOOKKEEPING_DDL]
         )
         source = self._json_frame([_json_row(_row_record(row)) for row in rows], schema)
-        if self._rows_are_new(table, shape, rows):
-            self._append(table, source, marker)
-        elif not self._replace_read_rows(table, rows, source, marker):
+        latest = self._snapshot(self.path(table))  # one read of the log decides the write mode
+        if self._rows_are_new(table, shape, rows, latest):
+            self._append(table, source, marker, latest)
+        elif not self._replace_read_rows(table, rows, source, marker, latest):
             self._guarded_merge(table, source, shape.pk, marker)
         return len(rows)
 
-    def _replace_read_rows(self, table: str, rows: Sequence[TargetRow], source: DataFrame, marker: BatchMarker) -> bool:
+    def _replace_read_rows(
+        self, table: str, rows: Sequence[TargetRow], source: DataFrame, marker: BatchMarker, latest: Any
+    ) -> bool:
         """Write `rows` by position (:mod:`.delta_located_write`) when :meth:`read_rows` located every stored one
-        of them in the version that is still the latest; False when it did not (nothing written)."""
+        of them in the version that is still the latest (`latest`: the table's latest snapshot); False when it did
+        not (nothing written)."""
         read = self._rows_read.get(table)
         if read is None or read.positions is None or any(row.pk not in read.keys for row in rows):
             return False
-        path = self.path(table)
-        if read.version != int(self._snapshot(path).version()):
+        if read.version != int(latest.version()):
             return False
         places = [read.positions[row.pk] for row in rows if row.pk in read.found]
         located = self._json_frame([json.dumps({"file": f, "file_row": n}) for f, n in places], _POSITION_DDL)
@@ -404,21 +416,19 @@ class DeltaTarget(SparkFoldTarget):
         inserted = len(rows) - len(places)
         return self._commit_by_position(table, read.version, source, located, marker, files, inserted, read.adds)
 
-    def _rows_are_new(self, table: str, shape: _TableShape, rows: Sequence[TargetRow]) -> bool:
+    def _rows_are_new(self, table: str, shape: _TableShape, rows: Sequence[TargetRow], latest: Any) -> bool:
         """Whether the table holds none of the rows' keys: it holds no file, or :meth:`read_rows` looked all of
-        them up in the version that is still the latest and found none. Then an append writes what the MERGE
-        would, without the MERGE's scan of the table and its join."""
-        path = self.path(table)
-        snapshot = self._snapshot(path)
+        them up in the version that is still the latest (`latest`) and found none. Then an append writes what the
+        MERGE would, without the MERGE's scan of the table and its join."""
         read = self._rows_read.get(table)
         if (
             read is not None
-            and read.version == int(snapshot.version())
+            and read.version == int(latest.version())
             and not read.found
             and all(row.pk in read.keys for row in rows)
         ):
             return True
-        return not self._key_bounds.files(path, snapshot, list(shape.pk)).files
+        return not self._key_bounds.files(self.path(table), latest, list(shape.pk)).files
 
     def _evolve(self, table: str, rows: Sequence[TargetRow]) -> _TableShape:
         """Create the table or add the batch's new columns (rows were checked by refused_rows)."""
@@ -488,7 +498,10 @@ class DeltaTarget(SparkFoldTarget):
         read = self._note_fold_read(table, shape)
         # Delta names a row's index in its file only in a table that takes deletion vectors.
         file_row = F.col("_metadata.row_index") if read.deletion_vectors else F.lit(None).cast("bigint")
-        stored = self.spark.read.format("delta").load(self.path(table))
+        if keys is None and read.adds:
+            stored = self._files_frame(read.snapshot, read.adds)
+        else:
+            stored = self.spark.read.format("delta").load(self.path(table))
         if keys is not None:
             stored = stored.where(_stored_keys_filter(shape, keys))
         stored = stored.select("*", F.col("_metadata.file_path").alias(_FILE), file_row.alias(_FILE_ROW))
@@ -509,6 +522,8 @@ class DeltaTarget(SparkFoldTarget):
             change_feed=_enabled(configuration, CHANGE_FEED_PROPERTY),
             deletion_vectors=_enabled(configuration, DELETION_VECTORS_PROPERTY),
             locates_rows=_writes_by_position(configuration),
+            adds=tuple(files.adds.values()) if len(files.adds) <= FILES_NAMED_MAX else None,
+            snapshot=snapshot,
         )
         self._fold_reads[table] = read
         return read
@@ -551,9 +566,9 @@ class DeltaTarget(SparkFoldTarget):
             source = self._source(table, shape, folded.rows)
             latest = self._snapshot(self.path(table))  # one read of the log decides the write mode
             if self._only_new_rows(folded, latest):
-                self._append(table, source, marker)
+                self._append(table, source, marker, latest)
             elif self._overwrite_is_cheaper(folded, latest):
-                self._overwrite(table, source, shape.pk, marker)
+                self._overwrite(table, source, shape.pk, marker, self._fold_reads[table])
             elif self._replace_located(folded, latest, source, marker):
                 pass
             elif self._split_by_stored_rows(folded, latest):
@@ -574,12 +589,13 @@ class DeltaTarget(SparkFoldTarget):
         read = self._fold_reads.get(folded.table)
         return read is not None and not folded.files and int(latest.version()) == read.version
 
-    def _append(self, table: str, source: DataFrame, marker: BatchMarker) -> None:
+    def _append(self, table: str, source: DataFrame, marker: BatchMarker, latest: Any) -> None:
         """Append `source` (rows with keys the table does not hold) under the batch's txn marker; skipped if the
         marker is committed already, as a MERGE is. One commit without the table's state
-        (:func:`.delta_located_write.append_known`) when the marker at the latest version is known."""
+        (:func:`.delta_located_write.append_known`) when the marker at the latest version (`latest`: the snapshot
+        the caller decided by, not read again) is known."""
         path = self.path(table)
-        version = int(self._snapshot(path).version())
+        version = int(latest.version())
         known = self._known_batch(path, marker.app_id, version)
         if known is not None:
             observation = None
@@ -709,7 +725,7 @@ class DeltaTarget(SparkFoldTarget):
             return False
         located = folded.rows.where(F.col("file").isNotNull())
         return self._commit_by_position(folded.table, read.version, source, located, marker, folded.files,
-                                        folded.rows_new)  # fmt: skip
+                                        folded.rows_new, read.adds)  # fmt: skip
 
     def _commit_by_position(
         self,
@@ -799,16 +815,32 @@ class DeltaTarget(SparkFoldTarget):
             (merge.whenNotMatchedInsertAll() if insert else merge).execute()
         self._committed(self.path(table), marker)
 
-    def _overwrite(self, table: str, source: DataFrame, pk: Iterable[str], marker: BatchMarker) -> None:
+    def _overwrite(
+        self, table: str, source: DataFrame, pk: Iterable[str], marker: BatchMarker, read: _FoldRead | None = None
+    ) -> None:
         """Replace the table with its rows not in `source` plus `source`, committed with the batch's txn marker:
         what the MERGE writes when the batch changes a row in every file, without the MERGE's scan for the
         files to rewrite and its join of every stored row with the source (the keys are broadcast instead).
-        Only after :meth:`_overwrite_is_cheaper`: `source` was folded onto the rows this version holds."""
+        Only after :meth:`_overwrite_is_cheaper`: `source` was folded onto the rows this version holds. When the
+        fold's `read` named the version's files, the table's state is not rebuilt to read or replace them
+        (:func:`.delta_located_write.overwrite_known`)."""
         from pyspark.sql import functions as F
 
         names = list(pk)
-        stored = self.spark.read.format("delta").load(self.path(table))
+        path = self.path(table)
+        named = read is not None and read.adds
+        stored = self._files_frame(read.snapshot, read.adds) if named else self.spark.read.format("delta").load(path)
         kept = stored.join(F.broadcast(source.select(*[F.col(quote(n)) for n in names])), on=names, how="left_anti")
+        if named:
+            committed = overwrite_known(
+                self.spark, path, read.version, kept.unionByName(source), marker, adds=read.adds,
+                committed_batch=self._known_batch(path, marker.app_id, read.version),
+            )  # fmt: skip
+            if committed is None:  # another writer committed since the fold's read: the guard decides per row
+                self._guarded_merge(table, source, names, marker)
+            else:
+                self._markers[(path, marker.app_id)] = (committed, marker)
+            return
         (
             kept.unionByName(source)
             .write.format("delta")

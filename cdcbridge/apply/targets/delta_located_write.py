@@ -18,7 +18,9 @@ another writer before it means no write here (the caller MERGEs) and one during 
 conflict, instead of marking rows that moved.
 
 An append of new rows under a marker the caller knows (:func:`append_known`) takes the same transaction's steps, for
-the same reason: a DataFrame append with ``txnAppId`` looks the marker up in the table's state.
+the same reason: a DataFrame append with ``txnAppId`` looks the marker up in the table's state. So does the
+replacement of a small table's every file (:func:`overwrite_known`): a DataFrame overwrite lists the files it
+removes from that state.
 """
 
 from __future__ import annotations
@@ -136,6 +138,45 @@ def append_known(
         return read_version if _transaction_at(spark, path, read_version) is not None else None
     pending = PendingFiles.write(spark, path, read_version, rows)
     return None if pending is None else pending.commit_append(marker)
+
+
+def overwrite_known(
+    spark: SparkSession,
+    path: str,
+    read_version: int,
+    rows: DataFrame,
+    marker: BatchMarker,
+    *,
+    adds: Collection[str],
+    committed_batch: int | None = None,
+) -> int | None:
+    """Replace every file of the table at `read_version` (`adds`: the add actions, as JSON, of all of them) with
+    `rows` (the table's columns) in one commit under `marker`: what a DataFrame overwrite with ``txnAppId``
+    writes, without rebuilding the table's state to list the files it removes (and, when `committed_batch` is
+    known, to look the marker up). None, with nothing written, when the table is no longer at `read_version`;
+    else the version that holds the marker: the commit's, or `read_version` when it was committed already."""
+    jvm = spark._jvm
+    txn = _transaction_at(spark, path, read_version)
+    if txn is None:
+        return None
+    committed = int(txn.txnVersion(marker.app_id)) if committed_batch is None else committed_batch
+    if committed >= marker.batch_id:
+        return read_version
+    txn.readWholeTable()  # any commit of another writer meanwhile fails this one as a conflict
+    txn.readTxn().addOne(marker.app_id)
+    stamp = int(time.time() * 1000)
+    parse = jvm.org.apache.spark.sql.delta.actions.Action.fromJson
+    removes = jvm.java.util.ArrayList()
+    for text in adds:
+        removes.add(parse(text).removeWithTimestamp(stamp, True))
+    written = _write_files(txn, rows)
+    nothing = _scala_object(jvm.scala.collection.immutable, "Nil$")
+    none = jvm.scala.Option.empty()
+    operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(
+        jvm.org.apache.spark.sql.SaveMode.Overwrite, jvm.scala.Some(nothing), none, none
+    )
+    actions = jvm.scala.jdk.javaapi.CollectionConverters.asScala(removes).toList().appendedAll(written)
+    return int(txn.commit(actions.appended(_marker_action(jvm, marker)), operation))
 
 
 class PendingFiles:

@@ -15,7 +15,7 @@ from cdcbridge.apply.core.marker import BatchMarker
 from cdcbridge.apply.core.model import ColumnValue, TargetRow
 from cdcbridge.apply.target import TargetBatch
 from cdcbridge.apply.targets.delta import DeltaTarget
-from cdcbridge.apply.targets.delta_located_write import MATCHED_ACTION, append_known, commit_located
+from cdcbridge.apply.targets.delta_located_write import MATCHED_ACTION, append_known, commit_located, overwrite_known
 from tests.unit.apply.envelopes import TABLE, mutation
 
 from .helpers import operation_label, spark_jobs_of
@@ -142,6 +142,46 @@ def test_an_append_whose_table_moved_on_or_whose_marker_is_committed_writes_noth
     assert append_known(spark, path, version - 1, rows, BatchMarker("app", 1), 0) is None
     assert _version(paths) == version
     assert _stored(paths).count() == 40
+
+
+# --- a small table replaced, its files named --------------------------------------------------------------------
+
+
+def _adds(paths: Paths) -> list[str]:
+    """The add actions (JSON) of the table's files, kept from the log as the target keeps them."""
+    path = paths.target.path(TABLE)
+    return list(paths.target._key_bounds.files(path, paths.target._snapshot(path), ["id"]).adds.values())
+
+
+def test_an_overwrite_of_named_files_replaces_them_in_one_job_under_its_marker(spark, tmp_path):
+    paths = _filled(spark, tmp_path)
+    path = paths.target.path(TABLE)
+    version, adds = _version(paths), _adds(paths)
+    replacement = _shifted(paths).localCheckpoint()
+    marker = BatchMarker("app", 1)
+
+    def overwrite() -> int | None:
+        return overwrite_known(spark, path, version, replacement, marker, adds=adds, committed_batch=0)
+
+    written, jobs = spark_jobs_of(spark, "overwrite", overwrite)
+    assert written == version + 1
+    assert jobs == 1, "the write alone: the table's state is not rebuilt to list the files or look the marker up"
+    commit = paths.last_commit()
+    assert operation_label(commit) == "WRITE Overwrite"
+    assert sorted(row["id"] for row in _stored(paths).select("id").collect()) == list(range(100, 140))
+    assert DeltaTarget(spark, str(tmp_path / "spark")).read_marker(TABLE, "app") == marker
+
+
+def test_an_overwrite_whose_table_moved_on_or_whose_marker_is_committed_writes_nothing(spark, tmp_path):
+    paths = _filled(spark, tmp_path)
+    path = paths.target.path(TABLE)
+    version, adds = _version(paths), _adds(paths)
+    rows = _shifted(paths)
+    assert overwrite_known(spark, path, version, rows, BatchMarker("app", 0), adds=adds, committed_batch=0) == version
+    assert overwrite_known(spark, path, version, rows, BatchMarker("app", 0), adds=adds) == version  # looked up
+    assert overwrite_known(spark, path, version - 1, rows, BatchMarker("app", 1), adds=adds) is None
+    assert _version(paths) == version
+    assert sorted(row["id"] for row in _stored(paths).select("id").collect()) == list(range(40))
 
 
 def test_the_targets_appends_after_its_own_commits_rebuild_no_table_state(spark, tmp_path):
