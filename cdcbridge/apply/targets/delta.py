@@ -17,7 +17,10 @@ the batch's keys on the typed key columns (broadcast) and only those turned into
 (:data:`ROW_STATE`, because Spark interprets the SQL equivalent); the MERGE source is the folded frame itself, and
 nothing passes through Python. A batch of few keys (:data:`KEY_FILTER_MAX`) also filters the read by its key values,
 so Delta opens only the files whose key statistics may hold them: a trickle adds a file per batch, which a small
-batch would otherwise open all of.
+batch would otherwise open all of. Otherwise the read hands Delta's reader the version's files itself (their add
+actions, kept from the log by :mod:`.delta_key_bounds`, up to :data:`FILES_NAMED_MAX`), and the write by position
+and a small table's overwrite commit against those entries: Delta rebuilds a version's state (its file list) with
+Spark jobs, and each batch commits a new version.
 
 A batch's cost follows the batch, not the table. Tables are created with deletion vectors
 (``delta.enableDeletionVectors``): a MERGE marks the rows it replaces in a bitmap beside their file and writes only
@@ -363,8 +366,11 @@ class DeltaTarget(SparkFoldTarget):
         jobs for each new version."""
         from pyspark.sql import DataFrame
 
-        files = add_files(self.spark._jvm, adds)
-        frame = snapshot.deltaLog().createDataFrame(snapshot, files, False, self.spark._jvm.scala.Option.empty())
+        jvm = self.spark._jvm
+        frame = snapshot.deltaLog().createDataFrame(snapshot, add_files(jvm, adds), False, jvm.scala.Option.empty())
+        # Delta builds it in the active session (inside a streaming batch, the batch's own); the target's session
+        # holds the compiled functions its frames call.
+        frame = jvm.org.apache.spark.sql.classic.Dataset.ofRows(self.spark._jsparkSession, frame.logicalPlan())
         return DataFrame(frame, self.spark)
 
     def refused_rows(self, table: str, rows: Sequence[TargetRow]) -> dict[PrimaryKey, str]:

@@ -21,7 +21,8 @@ from cdcbridge.apply.core.model import ColumnValue, TargetRow
 from cdcbridge.apply.errors import UndecodableMessageError
 from cdcbridge.apply.job import run_apply
 from cdcbridge.apply.target import TargetBatch
-from cdcbridge.apply.targets.delta import DeltaTarget
+from cdcbridge.apply.targets import delta
+from cdcbridge.apply.targets.delta import KEY_FILTER_MAX, DeltaTarget
 from cdcbridge.apply.targets.postgres import PostgresTarget
 from cdcbridge.apply.targets.tablestore import TablestoreTarget
 from cdcbridge.config import ObservabilityConfig
@@ -64,7 +65,13 @@ def _sample(text: str, name: str, labels: str = "") -> float:
     return float(line.split()[-1])
 
 
-def test_delta_target_equals_the_source_despite_redeliveries_and_schema_evolution(stack, spark, tmp_path) -> None:
+@pytest.mark.parametrize("key_filter_max", [KEY_FILTER_MAX, 0], ids=["keys-filtered", "files-named"])
+def test_delta_target_equals_the_source_despite_redeliveries_and_schema_evolution(
+    stack, spark, tmp_path, monkeypatch, key_filter_max
+) -> None:
+    """With the workload's batches of few keys read through a filter on their values, and read as every file of
+    the version named from the log (the read of a larger batch, inside the streaming batch's own session)."""
+    monkeypatch.setattr(delta, "KEY_FILTER_MAX", key_filter_max)
     prefix = unique_prefix()
     work = make_workload(prefix)
     produce_workload(stack, work)

@@ -7,7 +7,10 @@ deletion vectors instead of rewriting their files. Either way the rows equal the
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
+
+import pytest
 
 from cdcbridge.apply.core.marker import BatchMarker
 from cdcbridge.apply.core.policy import BadInputPolicy
@@ -18,7 +21,7 @@ from cdcbridge.apply.targets.delta import DeltaTarget
 from cdcbridge.contract import MessageFormat
 from tests.unit.apply.envelopes import TABLE, increment, mutation, put
 
-from .helpers import operation_label
+from .helpers import operation_label, spark_jobs_of
 from .kafka_frames import SCHEMAS, batch_frame, routing, with_pk
 
 KEYS = [(("id", n),) for n in range(40)]
@@ -163,3 +166,23 @@ def test_a_table_created_without_deletion_vectors_keeps_its_protocol(spark, tmp_
     detail = DeltaTable.forPath(spark, path).detail().first()
     assert "delta.enableDeletionVectors" not in detail["properties"]
     assert detail["minReaderVersion"] == 1
+
+
+@pytest.mark.parametrize(("bound", "operation"), [(None, "WRITE Overwrite"), (0, "MERGE by position")])
+def test_a_batch_names_the_tables_files_from_the_log_instead_of_rebuilding_its_state(
+    spark, tmp_path, monkeypatch, bound, operation
+):
+    """After the job's own commit, the fold's read and the write take the version's files from the log
+    (:data:`~cdcbridge.apply.targets.delta.FILES_NAMED_MAX`): the same batch runs fewer Spark jobs than when they
+    rebuild the table's state, and writes the same rows (Paths.apply compares them with the reference path)."""
+    import cdcbridge.apply.targets.delta as delta
+
+    options = {} if bound is None else {"overwrite_max_bytes": bound}
+    jobs = {}
+    for named in (True, False):
+        monkeypatch.setattr(delta, "FILES_NAMED_MAX", delta.FILES_NAMED_MAX if named else -1)
+        paths = Paths(spark, tmp_path / str(named), **options)
+        paths.apply([_put(10, key, n) for n, key in enumerate(KEYS)])
+        label, jobs[named] = spark_jobs_of(spark, f"named-{named}", partial(paths.apply, [_bump(20, k) for k in KEYS]))
+        assert label == operation
+    assert jobs[True] < jobs[False], jobs
