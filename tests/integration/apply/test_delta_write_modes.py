@@ -133,6 +133,23 @@ def test_an_overwrite_under_a_committed_marker_writes_nothing(spark, tmp_path):
     assert {columns["count"] for _, columns in paths.rows(paths.target).values()} == {999}
 
 
+def test_an_overwrite_of_named_files_after_another_writers_commit_merges_with_the_guard(spark, tmp_path):
+    from pyspark.sql import functions as F
+
+    paths = Paths(spark, tmp_path)
+    paths.apply([_put(10, key, n) for n, key in enumerate(KEYS)])
+    target, path = paths.target, paths.target.path(TABLE)
+    read = target._note_fold_read(TABLE, target._shape(TABLE))
+    assert read.adds, "the fold's read names the files"
+    before = paths.rows(target)
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('owner.note' = 'another writer')")
+    stale = spark.read.format("delta").load(path).withColumn("count", F.lit(999))  # the stored seq: not newer
+    target._overwrite(TABLE, stale, ["id"], BatchMarker("app", 1), read)
+    assert paths.last_operation() == "MERGE"
+    assert paths.rows(target) == before
+    assert target.read_marker(TABLE, "app") == BatchMarker("app", 1)
+
+
 def test_a_table_above_the_size_bound_is_written_by_position_even_when_every_file_changes(spark, tmp_path):
     from delta.tables import DeltaTable
 
