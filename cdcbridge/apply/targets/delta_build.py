@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import reduce
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
 from cdcbridge.apply.errors import TargetError
@@ -68,13 +68,7 @@ def _java_class(jvm: Any, name: str) -> Any:
 
 def _tested_release() -> str:
     """major.minor of the delta-spark Python package installed with cdcbridge (its pin in pyproject.toml)."""
-    try:
-        return _release(version("delta-spark"))
-    except PackageNotFoundError:
-        raise TargetError(
-            "the Delta target needs the delta-spark Python package, which is not installed",
-            fix="install cdcbridge with its dependencies (`pip install cdcbridge` or `make setup`)",
-        ) from None
+    return _release(version("delta-spark"))
 
 
 def _release(full: str) -> str:

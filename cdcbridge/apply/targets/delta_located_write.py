@@ -170,13 +170,8 @@ def overwrite_known(
     for text in adds:
         removes.add(parse(text).removeWithTimestamp(stamp, True))
     written = _write_files(txn, rows)
-    nothing = _scala_object(jvm.scala.collection.immutable, "Nil$")
-    none = jvm.scala.Option.empty()
-    operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(
-        jvm.org.apache.spark.sql.SaveMode.Overwrite, jvm.scala.Some(nothing), none, none
-    )
     actions = jvm.scala.jdk.javaapi.CollectionConverters.asScala(removes).toList().appendedAll(written)
-    return int(txn.commit(actions.appended(_marker_action(jvm, marker)), operation))
+    return int(txn.commit(actions.appended(_marker_action(jvm, marker)), _write_operation(jvm, "Overwrite")))
 
 
 class PendingFiles:
@@ -227,12 +222,8 @@ class PendingFiles:
         one as a conflict, as after Delta's own lookup."""
         jvm = self.spark._jvm
         self._txn.readTxn().addOne(marker.app_id)
-        nothing = _scala_object(jvm.scala.collection.immutable, "Nil$")
-        none = jvm.scala.Option.empty()
-        operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(
-            jvm.org.apache.spark.sql.SaveMode.Append, jvm.scala.Some(nothing), none, none
-        )
-        return int(self._txn.commit(self._written.appended(_marker_action(jvm, marker)), operation))
+        actions = self._written.appended(_marker_action(jvm, marker))
+        return int(self._txn.commit(actions, _write_operation(jvm, "Append")))
 
     def drop(self) -> None:
         """Delete the written files (no commit names them); for a table the commit would have created, the folder
@@ -387,6 +378,14 @@ def _current_vectors(spark: SparkSession, candidates: Any, files: Collection[str
         rows.add(jvm.org.apache.spark.sql.RowFactory.create(cells))
     schema = jvm.org.apache.spark.sql.types.StructType.fromDDL(f"{_FILE_COLUMN} string, {_VECTOR_COLUMN} string")
     return DataFrame(spark._jsparkSession.createDataFrame(rows, schema), spark)
+
+
+def _write_operation(jvm: Any, mode: str) -> Any:
+    """The commit's operation as a DataFrame write of save mode `mode` (``Append``, ``Overwrite``) records it."""
+    nothing = _scala_object(jvm.scala.collection.immutable, "Nil$")
+    none = jvm.scala.Option.empty()
+    save_mode = getattr(jvm.org.apache.spark.sql.SaveMode, mode)
+    return jvm.org.apache.spark.sql.delta.DeltaOperations.Write(save_mode, jvm.scala.Some(nothing), none, none)
 
 
 def _merge_operation(jvm: Any) -> Any:
